@@ -1,0 +1,110 @@
+// Command sluice moves Kafka records through a tenant's WebAssembly module
+// into ClickHouse.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/sluicehq/sluice/engine"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+const usage = `sluice moves Kafka records through a WebAssembly module into ClickHouse.
+
+Usage:
+  sluice run -config pipeline.yaml [-log-level info]
+  sluice version
+
+Run 'sluice <command> -h' for a command's flags.
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "run":
+		return cmdRun(args[1:], stderr)
+	case "version", "-version", "--version":
+		fmt.Fprintln(stdout, "sluice", version)
+		return 0
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	fmt.Fprintf(stderr, "sluice: unknown command %q\n\n%s", args[0], usage)
+	return 2
+}
+
+func newLogger(w io.Writer, level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("-log-level: %w", err)
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
+}
+
+func cmdRun(args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	configPath := fs.String("config", "", "pipeline config file (YAML)")
+	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *configPath == "" {
+		fmt.Fprintln(stderr, "sluice run: -config is required")
+		return 2
+	}
+	log, err := newLogger(stderr, *logLevel)
+	if err != nil {
+		fmt.Fprintln(stderr, "sluice run:", err)
+		return 2
+	}
+	cfg, err := engine.LoadConfig(*configPath)
+	if err != nil {
+		fmt.Fprintln(stderr, "sluice run:", err)
+		return 1
+	}
+
+	// The first SIGINT/SIGTERM drains; a second one exits at once.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		s := <-sigs
+		log.Info("signal received, draining (send it again to exit at once)", "signal", s.String())
+		cancel()
+		<-sigs
+		log.Error("second signal, exiting without draining")
+		os.Exit(130)
+	}()
+
+	p, err := engine.New(ctx, cfg, log)
+	if err != nil {
+		fmt.Fprintln(stderr, "sluice run:", err)
+		return 1
+	}
+	if err := p.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		fmt.Fprintln(stderr, "sluice run:", err)
+		return 1
+	}
+	log.Info("stopped cleanly")
+	return 0
+}

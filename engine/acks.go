@@ -1,0 +1,93 @@
+package engine
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// partitionAcks tracks one partition's polled batches until their rows are
+// inserted. Its commit watermark is one past the last offset of the longest
+// prefix of batches that are all done: an offset is committed only when
+// every record at or below it is.
+type partitionAcks struct {
+	topic     string
+	partition int32
+
+	mu       sync.Mutex
+	batches  []*batchAck // in offset order
+	next     kgo.EpochOffset
+	hasNext  bool
+	inflight atomic.Int64 // batches not yet done
+}
+
+// batchAck is one polled batch of a partition. Pending counts the holds on
+// it: one while it is transformed, plus one per chunk holding its rows.
+type batchAck struct {
+	p       *partitionAcks
+	last    kgo.EpochOffset // offset of the batch's last record
+	pending atomic.Int32
+	done    bool // guarded by p.mu
+}
+
+// track registers a batch whose last record is at last; the batch starts
+// with one hold, released by Done.
+func (p *partitionAcks) track(last kgo.EpochOffset) *batchAck {
+	b := &batchAck{p: p, last: last}
+	b.pending.Store(1)
+	p.inflight.Add(1)
+	p.mu.Lock()
+	p.batches = append(p.batches, b)
+	p.mu.Unlock()
+	return b
+}
+
+// hold adds a hold on the batch (a chunk now carries some of its rows).
+func (b *batchAck) hold() { b.pending.Add(1) }
+
+// Done releases one hold; the last release marks the batch done.
+func (b *batchAck) Done() {
+	if b.pending.Add(-1) != 0 {
+		return
+	}
+	p := b.p
+	p.mu.Lock()
+	b.done = true
+	n := 0
+	for n < len(p.batches) && p.batches[n].done {
+		n++
+	}
+	if n > 0 {
+		last := p.batches[n-1].last
+		p.next = kgo.EpochOffset{Epoch: last.Epoch, Offset: last.Offset + 1}
+		p.hasNext = true
+		clear(p.batches[:n])
+		p.batches = p.batches[n:]
+	}
+	p.mu.Unlock()
+	p.inflight.Add(-1)
+}
+
+// watermark returns the offset to commit, if any.
+func (p *partitionAcks) watermark() (kgo.EpochOffset, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.next, p.hasNext
+}
+
+// waitIdle waits until every tracked batch is done or ctx ends.
+func (p *partitionAcks) waitIdle(ctx context.Context) bool {
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for p.inflight.Load() > 0 {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+	}
+	return true
+}

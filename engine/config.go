@@ -1,0 +1,250 @@
+package engine
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/sluicehq/sluice/sinks/clickhouse"
+)
+
+// Config is a pipeline's configuration, read from YAML by LoadConfig.
+type Config struct {
+	Kafka      KafkaConfig       `yaml:"kafka"`
+	Module     ModuleConfig      `yaml:"module"`
+	ClickHouse clickhouse.Config `yaml:"clickhouse"`
+	// ShutdownTimeout bounds the drain on SIGTERM: flush, insert, commit.
+	// Default 30s.
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+}
+
+// KafkaConfig says what to consume.
+type KafkaConfig struct {
+	// Brokers are the seed brokers, host:port. Required.
+	Brokers []string `yaml:"brokers"`
+	// Group is the consumer group id. Required.
+	Group string `yaml:"group"`
+	// Topics to consume. Required.
+	Topics []string `yaml:"topics"`
+	// ClientID names this client to the brokers. Default "sluice".
+	ClientID string `yaml:"client_id"`
+	// StartOffset is where a partition with no committed offset starts:
+	// "earliest" (default) or "latest".
+	StartOffset string `yaml:"start_offset"`
+	// CommitInterval is how often acknowledged offsets are committed.
+	// Default 1s.
+	CommitInterval time.Duration `yaml:"commit_interval"`
+	// ConnectTimeout bounds the first contact with the brokers at startup.
+	// Default 5s.
+	ConnectTimeout time.Duration `yaml:"connect_timeout"`
+	// MaxPollRecords bounds the records taken in one poll. Default 10000.
+	MaxPollRecords int `yaml:"max_poll_records"`
+	// RevokeTimeout bounds how long a revoked partition's in-flight rows
+	// may take to be inserted before its offsets are committed. Default 20s.
+	RevokeTimeout time.Duration `yaml:"revoke_timeout"`
+}
+
+// ModuleConfig names the normalization module and its targets.
+type ModuleConfig struct {
+	// Path of the .wasm file. Required.
+	Path string `yaml:"path"`
+	// Name tags the module in logs and errors. Default: the file name
+	// without .wasm.
+	Name string `yaml:"name"`
+	// Params are passed to the module at init.
+	Params map[string]string `yaml:"params"`
+	// Tables are the ClickHouse tables the module writes, in the order of
+	// the module's table indexes. Required.
+	Tables []string `yaml:"tables"`
+	// CacheDir keeps compiled modules across restarts. Default: the user's
+	// cache directory + /sluice/wasm; "off" disables it.
+	CacheDir string `yaml:"cache_dir"`
+}
+
+// LoadConfig reads a YAML config file, substituting ${VAR} and
+// ${VAR:-default} from the environment, and validates it.
+func LoadConfig(path string) (Config, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("config: %w", err)
+	}
+	cfg, err := ParseConfig(raw, os.LookupEnv)
+	if err != nil {
+		return Config{}, fmt.Errorf("config %s: %w", path, err)
+	}
+	if cfg.Module.Path != "" && !filepath.IsAbs(cfg.Module.Path) {
+		// A relative module path is relative to the working directory, as on
+		// the command line.
+		cfg.Module.Path = filepath.Clean(cfg.Module.Path)
+	}
+	return cfg, nil
+}
+
+// ParseConfig parses and validates a YAML config. lookup resolves ${VAR}.
+func ParseConfig(raw []byte, lookup func(string) (string, bool)) (Config, error) {
+	expanded, err := expandEnv(string(raw), lookup)
+	if err != nil {
+		return Config{}, err
+	}
+	var cfg Config
+	dec := yaml.NewDecoder(bytes.NewReader([]byte(expanded)))
+	dec.KnownFields(true)
+	if err := dec.Decode(&cfg); err != nil {
+		if errors.Is(err, io.EOF) {
+			return Config{}, fmt.Errorf("empty config")
+		}
+		return Config{}, withSourceLines(err, expanded)
+	}
+	if err := cfg.Validate(); err != nil {
+		return Config{}, err
+	}
+	return cfg, nil
+}
+
+// Validate applies defaults and checks every field, naming the one at fault.
+func (c *Config) Validate() error {
+	k := &c.Kafka
+	if len(k.Brokers) == 0 {
+		return fmt.Errorf("kafka.brokers is required")
+	}
+	if k.Group == "" {
+		return fmt.Errorf("kafka.group is required")
+	}
+	if len(k.Topics) == 0 {
+		return fmt.Errorf("kafka.topics is required")
+	}
+	if k.ClientID == "" {
+		k.ClientID = "sluice"
+	}
+	switch k.StartOffset {
+	case "":
+		k.StartOffset = "earliest"
+	case "earliest", "latest":
+	default:
+		return fmt.Errorf("kafka.start_offset: %q is not earliest or latest", k.StartOffset)
+	}
+	if k.CommitInterval == 0 {
+		k.CommitInterval = time.Second
+	}
+	if k.ConnectTimeout == 0 {
+		k.ConnectTimeout = 5 * time.Second
+	}
+	if k.RevokeTimeout == 0 {
+		k.RevokeTimeout = 20 * time.Second
+	}
+	if k.MaxPollRecords == 0 {
+		k.MaxPollRecords = 10000
+	}
+	if k.CommitInterval < 0 || k.ConnectTimeout < 0 || k.RevokeTimeout < 0 || k.MaxPollRecords < 0 {
+		return fmt.Errorf("kafka: commit_interval, connect_timeout, revoke_timeout and max_poll_records must be positive")
+	}
+	m := &c.Module
+	if m.Path == "" {
+		return fmt.Errorf("module.path is required")
+	}
+	if m.Name == "" {
+		m.Name = strings.TrimSuffix(filepath.Base(m.Path), ".wasm")
+	}
+	if len(m.Tables) == 0 {
+		return fmt.Errorf("module.tables is required")
+	}
+	if len(m.Tables) > 65535 {
+		return fmt.Errorf("module.tables: at most 65535 tables")
+	}
+	if m.CacheDir == "" {
+		if dir, err := os.UserCacheDir(); err == nil {
+			m.CacheDir = filepath.Join(dir, "sluice", "wasm")
+		}
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = 30 * time.Second
+	}
+	if c.ShutdownTimeout < 0 {
+		return fmt.Errorf("shutdown_timeout must be positive")
+	}
+	return c.ClickHouse.Validate()
+}
+
+// expandEnv substitutes ${VAR} and ${VAR:-default}; $$ is a literal $. An
+// unset variable without a default is an error naming it.
+func expandEnv(s string, lookup func(string) (string, bool)) (string, error) {
+	var b strings.Builder
+	line := 1
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c == '\n' {
+			line++
+		}
+		if c != '$' || i+1 >= len(s) {
+			b.WriteByte(c)
+			continue
+		}
+		switch s[i+1] {
+		case '$':
+			b.WriteByte('$')
+			i++
+			continue
+		case '{':
+		default:
+			b.WriteByte(c)
+			continue
+		}
+		end := strings.IndexByte(s[i+2:], '}')
+		if end < 0 {
+			return "", fmt.Errorf("line %d: unterminated ${", line)
+		}
+		expr := s[i+2 : i+2+end]
+		name, def, hasDef := strings.Cut(expr, ":-")
+		if !validVarName(name) {
+			return "", fmt.Errorf("line %d: ${%s}: %q is not a variable name", line, expr, name)
+		}
+		v, ok := lookup(name)
+		switch {
+		case ok && (v != "" || !hasDef):
+			b.WriteString(v)
+		case hasDef:
+			b.WriteString(def)
+		default:
+			return "", fmt.Errorf("line %d: environment variable %s is not set (use ${%s:-default} for a default)", line, name, name)
+		}
+		i += 2 + end
+	}
+	return b.String(), nil
+}
+
+func validVarName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i, c := range s {
+		if c == '_' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || i > 0 && c >= '0' && c <= '9' {
+			continue
+		}
+		return false
+	}
+	return true
+}
+
+// withSourceLines quotes the config line that each YAML error points at, so
+// that an error such as a bad duration names its key.
+func withSourceLines(err error, src string) error {
+	lines := strings.Split(src, "\n")
+	msg := strings.TrimPrefix(err.Error(), "yaml: unmarshal errors:\n")
+	var out []string
+	for _, m := range strings.Split(msg, "\n") {
+		m = strings.TrimSpace(m)
+		var n int
+		if _, scanErr := fmt.Sscanf(m, "line %d:", &n); scanErr == nil && n >= 1 && n <= len(lines) {
+			m = fmt.Sprintf("%s (at %q)", m, strings.TrimSpace(lines[n-1]))
+		}
+		out = append(out, m)
+	}
+	return errors.New(strings.Join(out, "; "))
+}

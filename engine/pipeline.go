@@ -1,0 +1,423 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluicehq/sluice/sinks/clickhouse"
+	"github.com/sluicehq/sluice/wasmhost"
+)
+
+// Pipeline is one configured Kafka → module → ClickHouse pipeline.
+type Pipeline struct {
+	cfg    Config
+	log    *slog.Logger
+	rt     *wasmhost.Runtime
+	module *wasmhost.Module
+	init   wasmhost.InitConfig
+	tables []*clickhouse.Table
+	sink   *clickhouse.Sink
+	client *kgo.Client
+
+	mu      sync.Mutex
+	workers map[topicPartition]*partitionWorker
+	acks    map[topicPartition]*partitionAcks
+
+	// workCtx bounds the partition workers; it ends when the drain gives up
+	// or the pipeline fails.
+	workCtx    context.Context
+	cancelWork context.CancelFunc
+
+	// failed carries the first fatal error of a worker or the sink.
+	failOnce sync.Once
+	failErr  error
+	failed   chan struct{}
+}
+
+type topicPartition struct {
+	topic     string
+	partition int32
+}
+
+func (tp topicPartition) String() string { return fmt.Sprintf("%s/%d", tp.topic, tp.partition) }
+
+// New loads the module, connects to ClickHouse and Kafka and checks that the
+// module accepts the target tables. Every failure names what failed.
+func New(ctx context.Context, cfg Config, log *slog.Logger) (*Pipeline, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	p := &Pipeline{
+		cfg: cfg, log: log,
+		workers: map[topicPartition]*partitionWorker{},
+		acks:    map[topicPartition]*partitionAcks{},
+		failed:  make(chan struct{}),
+	}
+	p.workCtx, p.cancelWork = context.WithCancel(context.Background())
+	ok := false
+	defer func() {
+		if !ok {
+			p.close(context.Background())
+		}
+	}()
+
+	// Cheap checks first, then the servers, then the module compile (which
+	// takes a while for a large module on a cold cache).
+	wasm, err := os.ReadFile(cfg.Module.Path)
+	if err != nil {
+		return nil, fmt.Errorf("module.path: %w", err)
+	}
+	if !wasmhost.IsWasm(wasm) {
+		return nil, fmt.Errorf("module.path %s: not a WebAssembly binary", cfg.Module.Path)
+	}
+
+	if p.sink, err = clickhouse.New(ctx, cfg.ClickHouse, log); err != nil {
+		return nil, err
+	}
+	p.init.Params = cfg.Module.Params
+	for _, name := range cfg.Module.Tables {
+		t, err := p.sink.Table(ctx, name)
+		if err != nil {
+			return nil, fmt.Errorf("module.tables: %w", err)
+		}
+		p.tables = append(p.tables, t)
+		ts := wasmhost.TableSchema{Name: name}
+		for _, c := range t.Insert {
+			ts.Columns = append(ts.Columns, wasmhost.ColumnSchema{Name: c.Name, Type: c.Type})
+		}
+		p.init.Tables = append(p.init.Tables, ts)
+	}
+	if p.client, err = p.newClient(); err != nil {
+		return nil, err
+	}
+	pingCtx, cancel := context.WithTimeout(ctx, cfg.Kafka.ConnectTimeout)
+	err = p.client.Ping(pingCtx)
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("kafka brokers %v unreachable after %s: %w", cfg.Kafka.Brokers, cfg.Kafka.ConnectTimeout, err)
+	}
+	cacheDir := cfg.Module.CacheDir
+	if cacheDir == "off" {
+		cacheDir = ""
+	}
+	if p.rt, err = wasmhost.NewRuntime(ctx, wasmhost.Config{CacheDir: cacheDir, Logger: log}); err != nil {
+		return nil, err
+	}
+	if p.module, err = p.rt.Load(ctx, cfg.Module.Name, wasm); err != nil {
+		return nil, fmt.Errorf("module.path %s: %w", cfg.Module.Path, err)
+	}
+	// A module that refuses the tables fails startup, not the first batch.
+	inst, err := p.module.Instantiate(ctx, p.init)
+	if err != nil {
+		return nil, err
+	}
+	_ = inst.Close(ctx)
+
+	ok = true
+	return p, nil
+}
+
+func (p *Pipeline) newClient() (*kgo.Client, error) {
+	k := p.cfg.Kafka
+	start := kgo.NewOffset().AtStart()
+	if k.StartOffset == "latest" {
+		start = kgo.NewOffset().AtEnd()
+	}
+	cl, err := kgo.NewClient(
+		kgo.SeedBrokers(k.Brokers...),
+		kgo.ClientID(k.ClientID),
+		kgo.ConsumerGroup(k.Group),
+		kgo.ConsumeTopics(k.Topics...),
+		kgo.ConsumeResetOffset(start),
+		kgo.DisableAutoCommit(),
+		kgo.Balancers(kgo.CooperativeStickyBalancer()),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.OnPartitionsRevoked(p.onRevoked),
+		kgo.OnPartitionsLost(p.onLost),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("kafka: %w", err)
+	}
+	return cl, nil
+}
+
+// fail records the first fatal error and wakes Run.
+func (p *Pipeline) fail(err error) {
+	p.failOnce.Do(func() {
+		p.failErr = err
+		close(p.failed)
+	})
+}
+
+// Run consumes until ctx ends (a graceful drain: everything polled is
+// inserted and committed within ShutdownTimeout) or a fatal error.
+func (p *Pipeline) Run(ctx context.Context) error {
+	defer p.close(context.Background())
+
+	sinkCtx, cancelSink := context.WithCancel(context.Background())
+	defer cancelSink()
+	sinkDone := make(chan error, 1)
+	go func() { sinkDone <- p.sink.Run(sinkCtx) }()
+
+	pollCtx, stopPoll := context.WithCancel(ctx)
+	defer stopPoll()
+	pollDone := make(chan struct{})
+	go func() {
+		defer close(pollDone)
+		p.pollLoop(pollCtx)
+	}()
+	commitDone := make(chan struct{})
+	go func() {
+		defer close(commitDone)
+		p.commitLoop(pollCtx)
+	}()
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+		p.log.Info("draining: stopping fetches, flushing and committing")
+	case <-p.failed:
+		runErr = p.failErr
+	case err := <-sinkDone:
+		if err == nil {
+			err = errors.New("sink stopped unexpectedly")
+		}
+		runErr = err
+		sinkDone <- err
+	}
+	stopPoll()
+	<-pollDone
+	<-commitDone
+
+	deadline := time.Now().Add(p.cfg.ShutdownTimeout)
+	drainCtx, cancelDrain := context.WithDeadline(context.Background(), deadline)
+	defer cancelDrain()
+	if runErr == nil {
+		// Stop the workers: each seals its chunks and sends them.
+		p.stopWorkers(drainCtx, p.allPartitions())
+		p.sink.Close()
+		select {
+		case err := <-sinkDone:
+			if err != nil {
+				runErr = err
+			}
+		case <-drainCtx.Done():
+			runErr = fmt.Errorf("drain did not finish within %s; uncommitted records will be consumed again", p.cfg.ShutdownTimeout)
+		}
+	} else {
+		cancelSink()
+		p.cancelWork()
+		p.stopWorkers(drainCtx, p.allPartitions())
+	}
+	// Commit what was inserted, even after a failure.
+	if err := p.commitSync(drainCtx, nil); err != nil && runErr == nil {
+		runErr = err
+	}
+	p.client.AllowRebalance()
+	return runErr
+}
+
+func (p *Pipeline) close(ctx context.Context) {
+	p.cancelWork()
+	if p.client != nil {
+		p.client.CloseAllowingRebalance()
+	}
+	if p.rt != nil {
+		_ = p.rt.Close(ctx)
+	}
+}
+
+// pollLoop fetches records and hands each partition's batch to its worker.
+func (p *Pipeline) pollLoop(ctx context.Context) {
+	for ctx.Err() == nil {
+		fetches := p.client.PollRecords(ctx, p.cfg.Kafka.MaxPollRecords)
+		if fetches.IsClientClosed() {
+			return
+		}
+		fetches.EachError(func(topic string, partition int32, err error) {
+			if errors.Is(err, context.Canceled) {
+				return
+			}
+			p.log.Warn("fetch error", "topic", topic, "partition", partition, "err", err)
+		})
+		fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
+			if len(fp.Records) == 0 {
+				return
+			}
+			w := p.worker(ctx, topicPartition{fp.Topic, fp.Partition})
+			select {
+			case w.in <- fp.Records:
+			case <-ctx.Done():
+			case <-w.stopped:
+			}
+		})
+		p.client.AllowRebalance()
+	}
+}
+
+// worker returns the partition's worker, starting it on first use.
+func (p *Pipeline) worker(ctx context.Context, tp topicPartition) *partitionWorker {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if w, ok := p.workers[tp]; ok {
+		return w
+	}
+	acks := &partitionAcks{topic: tp.topic, partition: tp.partition}
+	p.acks[tp] = acks
+	w := newPartitionWorker(p, tp, acks)
+	p.workers[tp] = w
+	go w.run()
+	return w
+}
+
+func (p *Pipeline) allPartitions() []topicPartition {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []topicPartition
+	for tp := range p.workers {
+		out = append(out, tp)
+	}
+	return out
+}
+
+// stopWorkers closes the workers of tps and waits for them to send their
+// last chunks.
+func (p *Pipeline) stopWorkers(ctx context.Context, tps []topicPartition) {
+	p.mu.Lock()
+	var ws []*partitionWorker
+	for _, tp := range tps {
+		if w, ok := p.workers[tp]; ok {
+			ws = append(ws, w)
+			delete(p.workers, tp)
+		}
+	}
+	p.mu.Unlock()
+	for _, w := range ws {
+		w.stop(ctx)
+	}
+}
+
+// commitLoop commits acknowledged offsets every CommitInterval.
+func (p *Pipeline) commitLoop(ctx context.Context) {
+	t := time.NewTicker(p.cfg.Kafka.CommitInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := p.commitSync(ctx, nil); err != nil && ctx.Err() == nil {
+				p.log.Warn("offset commit failed; will retry", "err", err)
+			}
+		}
+	}
+}
+
+// commitSync commits the watermarks of tps (all tracked partitions when
+// tps is nil) that moved since the last commit.
+func (p *Pipeline) commitSync(ctx context.Context, tps []topicPartition) error {
+	offsets := map[string]map[int32]kgo.EpochOffset{}
+	p.mu.Lock()
+	for tp, a := range p.acks {
+		if tps != nil && !containsTP(tps, tp) {
+			continue
+		}
+		if eo, ok := a.watermark(); ok {
+			if offsets[tp.topic] == nil {
+				offsets[tp.topic] = map[int32]kgo.EpochOffset{}
+			}
+			offsets[tp.topic][tp.partition] = eo
+		}
+	}
+	p.mu.Unlock()
+	if len(offsets) == 0 {
+		return nil
+	}
+	var commitErr error
+	p.client.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+		if err != nil {
+			commitErr = err
+			return
+		}
+		for _, t := range resp.Topics {
+			for _, pr := range t.Partitions {
+				if e := kerr.ErrorForCode(pr.ErrorCode); e != nil && commitErr == nil {
+					commitErr = fmt.Errorf("commit %s/%d: %w", t.Topic, pr.Partition, e)
+				}
+			}
+		}
+	})
+	return commitErr
+}
+
+func containsTP(tps []topicPartition, tp topicPartition) bool {
+	for _, x := range tps {
+		if x == tp {
+			return true
+		}
+	}
+	return false
+}
+
+// onRevoked finishes the revoked partitions' in-flight work within
+// RevokeTimeout and commits what was inserted before giving them up.
+func (p *Pipeline) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
+	var tps []topicPartition
+	for topic, parts := range revoked {
+		for _, part := range parts {
+			tps = append(tps, topicPartition{topic, part})
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.Kafka.RevokeTimeout)
+	defer cancel()
+	p.stopWorkers(ctx, tps)
+	for _, tp := range tps {
+		p.mu.Lock()
+		a := p.acks[tp]
+		p.mu.Unlock()
+		if a != nil && !a.waitIdle(ctx) {
+			p.log.Warn("revoked partition still had rows in flight; they may be consumed again", "partition", tp)
+		}
+	}
+	if err := p.commitSync(ctx, tps); err != nil {
+		p.log.Warn("commit on revoke failed", "err", err)
+	}
+	p.forget(tps)
+	p.log.Info("partitions revoked", "partitions", fmt.Sprint(tps))
+}
+
+// onLost drops lost partitions without committing: another member owns
+// them now.
+func (p *Pipeline) onLost(ctx context.Context, _ *kgo.Client, lost map[string][]int32) {
+	var tps []topicPartition
+	for topic, parts := range lost {
+		for _, part := range parts {
+			tps = append(tps, topicPartition{topic, part})
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	p.stopWorkers(ctx, tps)
+	p.forget(tps)
+	p.log.Warn("partitions lost", "partitions", fmt.Sprint(tps))
+}
+
+func (p *Pipeline) forget(tps []topicPartition) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, tp := range tps {
+		delete(p.acks, tp)
+	}
+}

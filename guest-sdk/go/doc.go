@@ -1,0 +1,111 @@
+// Package sluice is the Go SDK for sluice normalization modules: WebAssembly
+// modules that the sluice host runs on every batch of Kafka records to turn
+// them into ClickHouse rows. It implements the guest side of the guest ABI,
+// version 1 (guest-sdk/ABI.md): the exports, the binary framing and the
+// RowBinary encoding, so that a module is just a Handler.
+//
+// # Writing a module
+//
+// A module is a package main that registers its Handler from an init
+// function. It is built as a WASI reactor, whose main is never run:
+//
+//	package main
+//
+//	import sluice "github.com/sluicehq/sluice/guest-sdk/go"
+//
+//	type module struct{ logs *sluice.Table }
+//
+//	func init() { sluice.Run(&module{}) }
+//
+//	func main() {}
+//
+//	func (m *module) Init(cfg *sluice.Config) (err error) {
+//		if m.logs, err = cfg.Table("logs"); err != nil {
+//			return err // refuses the config; the host reports the message
+//		}
+//		return m.logs.Expect(sluice.Col("ts", "DateTime"), sluice.Col("msg", "String"))
+//	}
+//
+//	func (m *module) Transform(rec *sluice.Record, out *sluice.Output) error {
+//		return out.Row(m.logs).DateTime(uint32(rec.Timestamp / 1000)).Bytes(rec.Value).End()
+//	}
+//
+// Build it with
+//
+//	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o module.wasm .
+//
+// The module exports _initialize, memory, sluice_abi_version, sluice_alloc,
+// sluice_init and sluice_transform, and imports sluice.log and the
+// wasi_snapshot_preview1 functions the Go runtime needs.
+//
+// # Init
+//
+// Init receives the module parameters (Config.Param) and the schema of every
+// target table (Config.Table). A table's Columns are the ones a row must
+// carry, in order. Table.Expect checks the whole list, names and types, in
+// one call and returns an error that lists every difference; returning any
+// error from Init refuses the config. The Config stays valid for the life of
+// the instance.
+//
+// # Transform and the row writer
+//
+// Transform is called once per record, in order. It writes zero or more rows
+// with Output.Row, one value per column in column order, then Row.End:
+//
+//	out.Row(t).DateTime(sec).String(service).UInt64(n).ArrayString(tags).End()
+//
+// There is a write method per ClickHouse type the ABI carries: UInt8…UInt64,
+// Int8…Int64, Float32, Float64, String and Bytes (String, and
+// LowCardinality(String)), FixedString, Date, DateTime, Bool, UUID, Enum8 and
+// Enum16 (by number; Column.EnumValue maps names), IPv4, IPv6. Nullable(T)
+// takes Null(), or a T, optionally after NotNull(). Array(T) takes
+// BeginArray(n) followed by n values of T, or ArrayString, ArrayInt64,
+// ArrayUInt64 for whole slices.
+//
+// Every write checks, with an integer compare, that its type is the one the
+// next column or array element expects; End checks that the row is complete.
+// The first mismatch is recorded on the Output with the table, the column,
+// and the expected type, later writes for the record do nothing, and the
+// record is dead-lettered with that message even if Transform ignores the
+// error and returns nil. A malformed row never reaches the host.
+//
+// A record that writes no row is filtered out. A Transform that returns an
+// error dead-letters its record (and only it) with the error's message; rows
+// it wrote are dropped. A panic in Transform is recovered by the SDK and
+// dead-letters the record with the message "panic: …", so the rest of the
+// batch goes on; a panic in Init refuses the config the same way. What the
+// SDK cannot recover from (a runtime fatal error such as running out of
+// memory or stack, a wasm trap, os.Exit or proc_exit) fails the whole
+// instance: the host discards it, starts a fresh one and isolates the
+// records that fail on their own.
+//
+// # Lifetimes and allocation
+//
+// The SDK allocates nothing per batch or per record once its buffers have
+// grown to the batch size: the input buffer handed to the host, the Record,
+// its Headers slice, the Output and its buffer are all reused.
+//
+//   - Record.Topic, Key, Value and Header keys and values alias the batch
+//     payload (strings via unsafe.String): they are valid only until
+//     Transform returns, and must not be modified. Copy what you keep
+//     (strings.Clone, bytes.Clone). Key and Value have their capacity capped
+//     at their length, so appending to them copies.
+//   - *Record and *Output are reused for the next record: do not keep them.
+//   - Values passed to the row writer are copied into the output at once.
+//   - The output payload is owned by the SDK and valid until the host's next
+//     call, as the ABI requires.
+//
+// # Logging
+//
+// Log and Logf send a line to the host (the sluice.log import), which tags it
+// with the module name and rate-limits it. Natively they print to standard
+// error. Writing to stdout or stderr from a module goes to WASI, which the
+// host may discard.
+//
+// # Testing natively
+//
+// Everything but the wasm exports is plain Go. NewInstance drives a Handler
+// with the very payloads the host sends, and package sluicetest builds them
+// and decodes the output and its RowBinary rows, so a module's tests and
+// benchmarks run with go test, without wasm (see the examples).
+package sluice

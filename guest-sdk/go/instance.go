@@ -1,0 +1,209 @@
+package sluice
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// Handler is a normalization module.
+type Handler interface {
+	// Init is called once per instance, before any record, with the module
+	// parameters and the schema of the target tables. Look the tables up and
+	// check them here (Config.Table, Table.Expect); an error refuses the
+	// config and its message is reported to the operator.
+	Init(cfg *Config) error
+
+	// Transform turns one record into zero or more rows written to out. An
+	// error dead-letters this record (and only it) with the error's message,
+	// and drops any rows it wrote. rec and out are valid only during the call.
+	Transform(rec *Record, out *Output) error
+}
+
+// Record is one Kafka record.
+//
+// Lifetime: Topic, Key, Value and the headers alias the batch payload, which
+// the host overwrites for the next batch. They are valid only until Transform
+// returns; copy (strings.Clone, bytes.Clone) anything you keep. The Record
+// itself and its Headers slice are reused for the next record.
+type Record struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	Timestamp int64 // milliseconds since the Unix epoch
+	Key       []byte
+	Value     []byte
+	Headers   []Header
+}
+
+// Header is a Kafka record header. It aliases the batch payload like the
+// Record that holds it.
+type Header struct {
+	Key   string
+	Value []byte
+}
+
+// Header returns the value of the first header called key.
+func (r *Record) Header(key string) ([]byte, bool) {
+	for i := range r.Headers {
+		if r.Headers[i].Key == key {
+			return r.Headers[i].Value, true
+		}
+	}
+	return nil, false
+}
+
+// Instance is the state behind the wasm exports: a Handler, its Config, and
+// the buffers reused from batch to batch. The exports drive the Instance that
+// Run registers; tests drive their own, natively, with the same payloads the
+// host sends (package sluicetest builds and decodes them).
+type Instance struct {
+	h   Handler
+	cfg *Config
+	rec Record
+	out Output
+}
+
+// NewInstance returns an Instance that runs h.
+func NewInstance(h Handler) *Instance {
+	in := &Instance{h: h}
+	in.out.row.o = &in.out
+	return in
+}
+
+// Init decodes an init payload and calls the handler's Init. It returns ""
+// when the module accepts the config, otherwise why it refuses it.
+func (in *Instance) Init(payload []byte) (refusal string) {
+	in.cfg = nil
+	if in.h == nil {
+		return "sluice: no handler registered: call sluice.Run from an init function"
+	}
+	cfg, err := decodeInit(payload)
+	if err == nil {
+		err = in.callInit(cfg)
+	}
+	if err != nil {
+		msg := err.Error()
+		if msg == "" {
+			msg = "sluice: the module refused its config (empty error message)"
+		}
+		return msg
+	}
+	in.cfg = cfg
+	in.out.cfg = cfg
+	return ""
+}
+
+func (in *Instance) callInit(cfg *Config) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic: %v", p)
+		}
+	}()
+	return in.h.Init(cfg)
+}
+
+var errNotInitialized = errors.New("sluice: sluice_transform called before a successful sluice_init")
+
+// Transform decodes a batch payload, runs the handler on each record and
+// returns the output payload. The result aliases a buffer the Instance
+// reuses: it is valid until the next call.
+//
+// A payload whose header does not decode yields an output of zero records,
+// which the host rejects as not matching the batch (an instance failure). A
+// record that does not decode, and every record after it, is answered with
+// an error entry naming the problem.
+func (in *Instance) Transform(payload []byte) []byte {
+	o := &in.out
+	o.buf = o.buf[:0]
+	r := reader{p: payload}
+	rec := &in.rec
+	rec.Topic = r.str("topic")
+	rec.Partition = int32(r.u32("partition"))
+	n := r.count(28, "nrecords") // a record takes at least 28 bytes
+	if r.err != nil {
+		Log(LevelError, "sluice: malformed batch payload: "+r.err.Error())
+		o.buf = binary.LittleEndian.AppendUint32(o.buf, 0)
+		return o.buf
+	}
+	o.buf = binary.LittleEndian.AppendUint32(o.buf, uint32(n))
+	var bad error
+	for i := 0; i < n; i++ {
+		o.started = len(o.buf)
+		if bad == nil {
+			in.decodeRecord(&r)
+			if r.err != nil {
+				bad = fmt.Errorf("sluice: malformed batch payload: record %d: %w", i, r.err)
+			}
+		}
+		if bad != nil {
+			in.writeError(bad)
+			continue
+		}
+		in.runRecord()
+	}
+	if bad == nil && r.off != len(payload) {
+		Log(LevelWarn, fmt.Sprintf("sluice: batch payload has %d trailing bytes", len(payload)-r.off))
+	}
+	return o.buf
+}
+
+func (in *Instance) decodeRecord(r *reader) {
+	rec := &in.rec
+	rec.Offset = int64(r.u64("offset"))
+	rec.Timestamp = int64(r.u64("timestamp"))
+	rec.Key = r.bytes("key")
+	rec.Value = r.bytes("value")
+	nh := r.count(8, "nheaders")
+	rec.Headers = rec.Headers[:0]
+	for j := 0; j < nh && r.err == nil; j++ {
+		k := r.str("header key")
+		v := r.bytes("header value")
+		rec.Headers = append(rec.Headers, Header{Key: k, Value: v})
+	}
+}
+
+// runRecord runs the handler on in.rec and writes its entry.
+func (in *Instance) runRecord() {
+	o := &in.out
+	if in.cfg == nil {
+		in.writeError(errNotInitialized)
+		return
+	}
+	o.buf = append(o.buf, 0, 0, 0, 0, 0) // status ok, nrows patched below
+	o.nrows, o.err = 0, nil
+	o.row.open, o.row.cur, o.row.t = false, nil, nil
+	err := in.callTransform()
+	if err == nil {
+		err = o.err
+	}
+	if err == nil && o.row.open {
+		err = fmt.Errorf("sluice: table %q: Transform returned without calling End on its row", o.row.t.Name)
+	}
+	if err != nil {
+		o.buf = o.buf[:o.started]
+		in.writeError(err)
+		return
+	}
+	binary.LittleEndian.PutUint32(o.buf[o.started+1:], o.nrows)
+}
+
+func (in *Instance) callTransform() (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic: %v", p)
+		}
+	}()
+	return in.h.Transform(&in.rec, &in.out)
+}
+
+func (in *Instance) writeError(err error) {
+	msg := err.Error()
+	if msg == "" {
+		msg = "sluice: Transform returned an error with an empty message"
+	}
+	o := &in.out
+	o.buf = append(o.buf, 1)
+	o.buf = binary.LittleEndian.AppendUint32(o.buf, uint32(len(msg)))
+	o.buf = append(o.buf, msg...)
+}

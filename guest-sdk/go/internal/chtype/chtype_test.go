@@ -1,0 +1,113 @@
+package chtype
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestParse(t *testing.T) {
+	tests := []struct {
+		in   string
+		want string // kind chain, e.g. "Array Nullable String"
+	}{
+		{"UInt8", "UInt8"},
+		{"Int64", "Int64"},
+		{"Float32", "Float32"},
+		{"String", "String"},
+		{"LowCardinality(String)", "String"},
+		{" LowCardinality( Nullable(String) ) ", "Nullable String"},
+		{"FixedString(16)", "FixedString"},
+		{"Date", "Date"},
+		{"DateTime", "DateTime"},
+		{"DateTime('Europe/Berlin')", "DateTime"},
+		{"Bool", "Bool"},
+		{"UUID", "UUID"},
+		{"IPv4", "IPv4"},
+		{"IPv6", "IPv6"},
+		{"Enum8('a' = 1, 'b' = -2)", "Enum8"},
+		{"Enum16('x, y' = 1000, 'it\\'s' = 2)", "Enum16"},
+		{"Array(Array(UInt32))", "Array Array UInt32"},
+		{"Array(LowCardinality(String))", "Array String"},
+	}
+	for _, tt := range tests {
+		typ, err := Parse(tt.in)
+		if err != nil {
+			t.Errorf("Parse(%q): %v", tt.in, err)
+			continue
+		}
+		var kinds []string
+		for x := typ; x != nil; x = x.Elem {
+			kinds = append(kinds, x.Kind.String())
+		}
+		if got := strings.Join(kinds, " "); got != tt.want {
+			t.Errorf("Parse(%q) = %s, want %s", tt.in, got, tt.want)
+		}
+		if typ.Text != strings.TrimSpace(tt.in) {
+			t.Errorf("Parse(%q).Text = %q", tt.in, typ.Text)
+		}
+	}
+}
+
+func TestParseEnum(t *testing.T) {
+	typ, err := Parse("Enum16('x, y' = 1000, 'it\\'s' = -2)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(typ.Enum) != 2 || typ.Enum[0] != (EnumValue{"x, y", 1000}) || typ.Enum[1] != (EnumValue{"it's", -2}) {
+		t.Fatalf("enum values %+v", typ.Enum)
+	}
+	if !typ.HasEnum(-2) || typ.HasEnum(3) {
+		t.Error("HasEnum")
+	}
+	if n, ok := typ.EnumName(1000); !ok || n != "x, y" {
+		t.Errorf("EnumName(1000) = %q, %v", n, ok)
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	for _, in := range []string{
+		"", "Decimal(10, 2)", "Tuple(String, UInt8)", "Map(String, String)", "DateTime64(3)",
+		"Array(String", "Array()", "String)", "FixedString(0)", "FixedString(x)",
+		"Enum8('a' = 200)", "Enum8('a' 1)", "Enum8('a = 1)", "Nullable(Foo)",
+		strings.Repeat("Array(", 9) + "UInt8" + strings.Repeat(")", 9),
+	} {
+		if typ, err := Parse(in); err == nil {
+			t.Errorf("Parse(%q) = %+v, want an error", in, typ)
+		}
+	}
+}
+
+func TestCanonical(t *testing.T) {
+	for in, want := range map[string]string{
+		"String":                       "String",
+		"Enum8( 'a b' = 1,  'c' = 2 )": "Enum8('a b'=1,'c'=2)",
+		"Enum8('it\\' s' = 1)":         "Enum8('it\\' s'=1)",
+		"LowCardinality( String )":     "LowCardinality(String)",
+	} {
+		if got := Canonical(in); got != want {
+			t.Errorf("Canonical(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{"Array(Nullable(LowCardinality(String)))", "Enum8('a\\'' = -1, 'b' = 2)", "DateTime('UTC')", "FixedString(3)"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		typ, err := Parse(s)
+		if err != nil {
+			return
+		}
+		depth := 0
+		for x := typ; x != nil; x = x.Elem {
+			if x.Kind == Invalid || (x.Kind == Array || x.Kind == Nullable) != (x.Elem != nil) {
+				t.Fatalf("Parse(%q): bad node %+v", s, x)
+			}
+			depth++
+		}
+		if depth > MaxDepth+1 {
+			t.Fatalf("Parse(%q): depth %d", s, depth)
+		}
+	})
+}

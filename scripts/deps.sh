@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# deps.sh installs the real services sluice's integration tests run against:
+#   - ClickHouse (Debian's clickhouse-server / clickhouse-client packages)
+#   - the Apache Kafka 4.1.1 server jars (from Maven Central, via mvn) in a cache
+# It is idempotent and returns quickly when everything is already present.
+set -euo pipefail
+
+KAFKA_VERSION=4.1.1
+SCALA_VERSION=2.13
+CACHE_DIR="${SLUICE_CACHE:-$HOME/.cache/sluice}"
+KAFKA_LIBS="$CACHE_DIR/kafka-$KAFKA_VERSION/libs"
+
+SUDO=()
+if [ "$(id -u)" -ne 0 ]; then
+	if command -v sudo >/dev/null 2>&1; then
+		SUDO=(sudo)
+	else
+		echo "deps: not root and sudo not found; cannot install packages" >&2
+	fi
+fi
+
+APT_UPDATED=0
+apt_install() {
+	if ! command -v apt-get >/dev/null 2>&1; then
+		echo "deps: apt-get not found; install these packages by hand: $*" >&2
+		exit 1
+	fi
+	if [ "$APT_UPDATED" -eq 0 ]; then
+		"${SUDO[@]}" apt-get update -qq
+		APT_UPDATED=1
+	fi
+	"${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
+# --- ClickHouse ---------------------------------------------------------------
+if command -v clickhouse-server >/dev/null 2>&1 && command -v clickhouse-client >/dev/null 2>&1; then
+	echo "clickhouse: already installed ($(command -v clickhouse-server))"
+else
+	apt_install clickhouse-server clickhouse-client
+	echo "clickhouse: installed"
+fi
+
+# --- Kafka jars ---------------------------------------------------------------
+if [ -f "$KAFKA_LIBS/kafka_$SCALA_VERSION-$KAFKA_VERSION.jar" ] && [ -f "$KAFKA_LIBS/.complete" ]; then
+	echo "kafka $KAFKA_VERSION jars: already installed ($KAFKA_LIBS)"
+else
+	if ! command -v java >/dev/null 2>&1; then
+		apt_install openjdk-17-jre-headless
+		echo "java: installed"
+	fi
+	if ! command -v mvn >/dev/null 2>&1; then
+		apt_install maven
+		echo "maven: installed"
+	fi
+	tmp="$(mktemp -d)"
+	trap 'rm -rf "$tmp"' EXIT
+	cat >"$tmp/pom.xml" <<POM
+<?xml version="1.0" encoding="UTF-8"?>
+<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>dev.sluice</groupId>
+  <artifactId>kafka-server-jars</artifactId>
+  <version>1</version>
+  <packaging>pom</packaging>
+  <dependencies>
+    <dependency>
+      <groupId>org.apache.kafka</groupId>
+      <artifactId>kafka_$SCALA_VERSION</artifactId>
+      <version>$KAFKA_VERSION</version>
+    </dependency>
+  </dependencies>
+</project>
+POM
+	rm -rf "$KAFKA_LIBS"
+	mkdir -p "$KAFKA_LIBS"
+	# Maven 3.8's jansi writes stray colour resets even with -B, so keep its
+	# output in a log and show it only on failure.
+	if ! (cd "$tmp" && mvn -q -B -Dstyle.color=never dependency:copy-dependencies \
+		-DoutputDirectory="$KAFKA_LIBS" -DincludeScope=runtime) >"$tmp/mvn.log" 2>&1; then
+		cat "$tmp/mvn.log" >&2
+		echo "deps: mvn failed to fetch the Kafka $KAFKA_VERSION jars" >&2
+		exit 1
+	fi
+	if [ ! -f "$KAFKA_LIBS/kafka_$SCALA_VERSION-$KAFKA_VERSION.jar" ]; then
+		echo "deps: kafka_$SCALA_VERSION-$KAFKA_VERSION.jar missing after mvn" >&2
+		exit 1
+	fi
+	touch "$KAFKA_LIBS/.complete"
+	echo "kafka $KAFKA_VERSION jars: installed ($KAFKA_LIBS)"
+fi

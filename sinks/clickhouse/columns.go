@@ -1,0 +1,399 @@
+package clickhouse
+
+import (
+	"encoding/binary"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/ClickHouse/ch-go/proto"
+)
+
+// column is a columnar buffer for one ClickHouse column that decodes its
+// values from RowBinary. RowBinary and the Native format share the encoding
+// of a single fixed-width or String value, so most columns copy bytes.
+type column interface {
+	proto.ColInput
+	// decode appends one value read from the front of b and returns how many
+	// bytes it consumed.
+	decode(b []byte) (int, error)
+	// appendDefault appends the type's default value (used under a NULL).
+	appendDefault()
+	// truncate drops rows past n.
+	truncate(n int)
+	reset()
+	// size is the encoded size of the column in bytes, approximately.
+	size() int
+}
+
+// errShort is returned when a row ends inside a value.
+var errShort = fmt.Errorf("row ends inside a value")
+
+// newColumn returns a column for a ClickHouse type as the server spells it.
+func newColumn(typ string) (column, error) {
+	t := strings.TrimSpace(typ)
+	name, args := splitType(t)
+	switch name {
+	case "UInt8", "Int8":
+		return &fixedColumn{typ: t, width: 1}, nil
+	case "Bool":
+		return &fixedColumn{typ: t, width: 1, check: checkBool}, nil
+	case "UInt16", "Int16", "Date":
+		return &fixedColumn{typ: t, width: 2}, nil
+	case "UInt32", "Int32", "Float32", "DateTime", "IPv4", "Date32":
+		return &fixedColumn{typ: t, width: 4}, nil
+	case "UInt64", "Int64", "Float64", "DateTime64":
+		return &fixedColumn{typ: t, width: 8}, nil
+	case "UInt128", "Int128", "UUID", "IPv6":
+		return &fixedColumn{typ: t, width: 16}, nil
+	case "UInt256", "Int256":
+		return &fixedColumn{typ: t, width: 32}, nil
+	case "Decimal32":
+		return &fixedColumn{typ: t, width: 4}, nil
+	case "Decimal64":
+		return &fixedColumn{typ: t, width: 8}, nil
+	case "Decimal128":
+		return &fixedColumn{typ: t, width: 16}, nil
+	case "Decimal":
+		parts := splitArgs(args)
+		if len(parts) != 2 {
+			return nil, fmt.Errorf("type %s: want Decimal(P, S)", t)
+		}
+		p, err := strconv.Atoi(parts[0])
+		if err != nil || p < 1 || p > 76 {
+			return nil, fmt.Errorf("type %s: bad precision", t)
+		}
+		switch {
+		case p <= 9:
+			return &fixedColumn{typ: t, width: 4}, nil
+		case p <= 18:
+			return &fixedColumn{typ: t, width: 8}, nil
+		case p <= 38:
+			return &fixedColumn{typ: t, width: 16}, nil
+		default:
+			return &fixedColumn{typ: t, width: 32}, nil
+		}
+	case "FixedString":
+		n, err := strconv.Atoi(strings.TrimSpace(args))
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("type %s: bad length", t)
+		}
+		return &fixedColumn{typ: t, width: n}, nil
+	case "Enum8", "Enum16":
+		values, err := parseEnum(args)
+		if err != nil {
+			return nil, fmt.Errorf("type %s: %w", t, err)
+		}
+		width := 1
+		if name == "Enum16" {
+			width = 2
+		}
+		return &fixedColumn{typ: t, width: width, check: enumCheck(values, width)}, nil
+	case "String":
+		return &stringColumn{typ: t}, nil
+	case "LowCardinality":
+		inner := strings.TrimSpace(args)
+		// The server converts a String column into LowCardinality(String) on
+		// insert, so sluice sends the plain column and saves the dictionary
+		// work; other LowCardinality types are sent as their inner type too.
+		return newColumn(inner)
+	case "Nullable":
+		inner, err := newColumn(args)
+		if err != nil {
+			return nil, err
+		}
+		return &nullableColumn{inner: inner}, nil
+	case "Array":
+		inner, err := newColumn(args)
+		if err != nil {
+			return nil, err
+		}
+		return &arrayColumn{inner: inner}, nil
+	}
+	return nil, fmt.Errorf("unsupported type %s", t)
+}
+
+// splitType splits "Name(args)" into Name and args.
+func splitType(t string) (string, string) {
+	i := strings.IndexByte(t, '(')
+	if i < 0 || !strings.HasSuffix(t, ")") {
+		return t, ""
+	}
+	return t[:i], t[i+1 : len(t)-1]
+}
+
+// splitArgs splits top-level comma-separated type arguments.
+func splitArgs(s string) []string {
+	var out []string
+	depth, start, quoted := 0, 0, false
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '\\' && quoted:
+			i++
+		case c == '\'':
+			quoted = !quoted
+		case quoted:
+		case c == '(':
+			depth++
+		case c == ')':
+			depth--
+		case c == ',' && depth == 0:
+			out = append(out, strings.TrimSpace(s[start:i]))
+			start = i + 1
+		}
+	}
+	if strings.TrimSpace(s[start:]) != "" {
+		out = append(out, strings.TrimSpace(s[start:]))
+	}
+	return out
+}
+
+// parseEnum reads "'a' = 1, 'b' = 2" into the set of declared values.
+func parseEnum(args string) (map[int16]bool, error) {
+	values := map[int16]bool{}
+	for _, part := range splitArgs(args) {
+		eq := strings.LastIndexByte(part, '=')
+		if eq < 0 {
+			return nil, fmt.Errorf("enum element %q has no value", part)
+		}
+		v, err := strconv.ParseInt(strings.TrimSpace(part[eq+1:]), 10, 16)
+		if err != nil {
+			return nil, fmt.Errorf("enum element %q: %w", part, err)
+		}
+		values[int16(v)] = true
+	}
+	if len(values) == 0 {
+		return nil, fmt.Errorf("enum declares no values")
+	}
+	return values, nil
+}
+
+func checkBool(b []byte) error {
+	if b[0] > 1 {
+		return fmt.Errorf("Bool value %d is neither 0 nor 1", b[0])
+	}
+	return nil
+}
+
+func enumCheck(values map[int16]bool, width int) func([]byte) error {
+	// A dense table keeps the per-value check to one index.
+	var allowed [1 << 16]bool
+	for v := range values {
+		allowed[uint16(v)] = true
+	}
+	return func(b []byte) error {
+		var v int16
+		if width == 1 {
+			v = int16(int8(b[0]))
+		} else {
+			v = int16(binary.LittleEndian.Uint16(b))
+		}
+		if !allowed[uint16(v)] {
+			return fmt.Errorf("enum value %d is not declared", v)
+		}
+		return nil
+	}
+}
+
+// fixedColumn holds a fixed-width type. Its RowBinary and Native encodings
+// are the same bytes, so decoding is a bounds check and a copy.
+type fixedColumn struct {
+	typ   string
+	width int
+	check func([]byte) error
+	buf   []byte
+}
+
+func (c *fixedColumn) Type() proto.ColumnType { return proto.ColumnType(c.typ) }
+func (c *fixedColumn) Rows() int              { return len(c.buf) / c.width }
+func (c *fixedColumn) EncodeColumn(b *proto.Buffer) {
+	b.Buf = append(b.Buf, c.buf...)
+}
+func (c *fixedColumn) WriteColumn(w *proto.Writer) { w.ChainWrite(c.buf) }
+func (c *fixedColumn) decode(b []byte) (int, error) {
+	if len(b) < c.width {
+		return 0, errShort
+	}
+	v := b[:c.width]
+	if c.check != nil {
+		if err := c.check(v); err != nil {
+			return 0, err
+		}
+	}
+	c.buf = append(c.buf, v...)
+	return c.width, nil
+}
+func (c *fixedColumn) appendDefault() {
+	if c.check != nil {
+		// An enum's default is its first declared value; the value written
+		// under a NULL is never read, and 0 keeps the column decodable.
+		c.buf = append(c.buf, make([]byte, c.width)...)
+		return
+	}
+	for i := 0; i < c.width; i++ {
+		c.buf = append(c.buf, 0)
+	}
+}
+func (c *fixedColumn) truncate(n int) { c.buf = c.buf[:n*c.width] }
+func (c *fixedColumn) reset()         { c.buf = c.buf[:0] }
+func (c *fixedColumn) size() int      { return len(c.buf) }
+
+// maxStringLen bounds a single String value decoded from module output.
+const maxStringLen = 1 << 30
+
+// stringColumn holds String values.
+type stringColumn struct {
+	typ string
+	col proto.ColStr
+}
+
+func (c *stringColumn) Type() proto.ColumnType       { return proto.ColumnTypeString }
+func (c *stringColumn) Rows() int                    { return c.col.Rows() }
+func (c *stringColumn) EncodeColumn(b *proto.Buffer) { c.col.EncodeColumn(b) }
+func (c *stringColumn) WriteColumn(w *proto.Writer)  { c.col.WriteColumn(w) }
+func (c *stringColumn) decode(b []byte) (int, error) {
+	n, k := binary.Uvarint(b)
+	if k <= 0 {
+		return 0, errShort
+	}
+	if n > maxStringLen || n > uint64(len(b)-k) {
+		return 0, errShort
+	}
+	end := k + int(n)
+	c.col.AppendBytes(b[k:end])
+	return end, nil
+}
+func (c *stringColumn) appendDefault() { c.col.AppendBytes(nil) }
+func (c *stringColumn) truncate(n int) {
+	if n == 0 {
+		c.col.Reset()
+		return
+	}
+	c.col.Buf = c.col.Buf[:c.col.Pos[n-1].End]
+	c.col.Pos = c.col.Pos[:n]
+}
+func (c *stringColumn) reset() { c.col.Reset() }
+
+// size counts one length byte per value, which is exact below 128 bytes.
+func (c *stringColumn) size() int { return len(c.col.Buf) + len(c.col.Pos) }
+
+// nullableColumn is a null map followed by the inner column, with a default
+// value in the inner column for every NULL.
+type nullableColumn struct {
+	nulls []byte
+	inner column
+}
+
+func (c *nullableColumn) Type() proto.ColumnType {
+	return proto.ColumnType("Nullable(" + string(c.inner.Type()) + ")")
+}
+func (c *nullableColumn) Rows() int { return len(c.nulls) }
+func (c *nullableColumn) EncodeColumn(b *proto.Buffer) {
+	b.Buf = append(b.Buf, c.nulls...)
+	c.inner.EncodeColumn(b)
+}
+func (c *nullableColumn) WriteColumn(w *proto.Writer) {
+	w.ChainWrite(c.nulls)
+	c.inner.WriteColumn(w)
+}
+func (c *nullableColumn) decode(b []byte) (int, error) {
+	if len(b) < 1 {
+		return 0, errShort
+	}
+	switch b[0] {
+	case 1:
+		c.nulls = append(c.nulls, 1)
+		c.inner.appendDefault()
+		return 1, nil
+	case 0:
+		n, err := c.inner.decode(b[1:])
+		if err != nil {
+			return 0, err
+		}
+		c.nulls = append(c.nulls, 0)
+		return n + 1, nil
+	}
+	return 0, fmt.Errorf("Nullable flag %d is neither 0 nor 1", b[0])
+}
+func (c *nullableColumn) appendDefault() {
+	c.nulls = append(c.nulls, 1)
+	c.inner.appendDefault()
+}
+func (c *nullableColumn) truncate(n int) {
+	c.nulls = c.nulls[:n]
+	c.inner.truncate(n)
+}
+func (c *nullableColumn) reset() {
+	c.nulls = c.nulls[:0]
+	c.inner.reset()
+}
+func (c *nullableColumn) size() int { return len(c.nulls) + c.inner.size() }
+
+// maxArrayLen bounds the element count of one Array value.
+const maxArrayLen = 1 << 24
+
+// arrayColumn is a column of cumulative offsets followed by the flattened
+// elements.
+type arrayColumn struct {
+	offsets proto.ColUInt64
+	inner   column
+}
+
+func (c *arrayColumn) Type() proto.ColumnType {
+	return proto.ColumnType("Array(" + string(c.inner.Type()) + ")")
+}
+func (c *arrayColumn) Rows() int { return len(c.offsets) }
+func (c *arrayColumn) EncodeColumn(b *proto.Buffer) {
+	c.offsets.EncodeColumn(b)
+	c.inner.EncodeColumn(b)
+}
+func (c *arrayColumn) WriteColumn(w *proto.Writer) {
+	c.offsets.WriteColumn(w)
+	c.inner.WriteColumn(w)
+}
+func (c *arrayColumn) decode(b []byte) (int, error) {
+	n, k := binary.Uvarint(b)
+	if k <= 0 {
+		return 0, errShort
+	}
+	if n > maxArrayLen || n*uint64(c.minWidth()) > uint64(len(b)-k) {
+		return 0, fmt.Errorf("array of %d elements does not fit the row", n)
+	}
+	before := c.inner.Rows()
+	pos := k
+	for i := uint64(0); i < n; i++ {
+		m, err := c.inner.decode(b[pos:])
+		if err != nil {
+			c.inner.truncate(before)
+			return 0, err
+		}
+		pos += m
+	}
+	c.offsets.Append(uint64(before) + n)
+	return pos, nil
+}
+
+// minWidth is the smallest encoded size of one element, for a cheap bound
+// on the declared element count.
+func (c *arrayColumn) minWidth() int {
+	if f, ok := c.inner.(*fixedColumn); ok {
+		return f.width
+	}
+	return 1
+}
+func (c *arrayColumn) appendDefault() {
+	c.offsets.Append(uint64(c.inner.Rows()))
+}
+func (c *arrayColumn) truncate(n int) {
+	c.offsets = c.offsets[:n]
+	if n == 0 {
+		c.inner.truncate(0)
+		return
+	}
+	c.inner.truncate(int(c.offsets[n-1]))
+}
+func (c *arrayColumn) reset() {
+	c.offsets = c.offsets[:0]
+	c.inner.reset()
+}
+func (c *arrayColumn) size() int { return 8*len(c.offsets) + c.inner.size() }

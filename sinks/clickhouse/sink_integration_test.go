@@ -1,0 +1,228 @@
+package clickhouse_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/testinfra"
+	"github.com/sluicehq/sluice/sinks/clickhouse"
+)
+
+// typeCases are the column types sluice encodes, with values to round-trip.
+// Types the server does not know (18.16 lacks Bool, IPv4/IPv6 and
+// DateTime64) are detected and reported, not silently passed.
+var typeCases = []struct {
+	typ    string
+	values []string // SQL literals
+}{
+	{"UInt8", []string{"0", "255"}},
+	{"UInt16", []string{"0", "65535"}},
+	{"UInt32", []string{"0", "4294967295"}},
+	{"UInt64", []string{"0", "18446744073709551615"}},
+	{"Int8", []string{"-128", "127"}},
+	{"Int16", []string{"-32768", "32767"}},
+	{"Int32", []string{"-2147483648", "2147483647"}},
+	{"Int64", []string{"-9223372036854775808", "9223372036854775807"}},
+	{"Float32", []string{"-1.5", "3.25"}},
+	{"Float64", []string{"-1e300", "2.718281828459045"}},
+	{"String", []string{"''", "'tab\\there ünïcødé'"}},
+	{"FixedString(4)", []string{"'abcd'", "'x'"}},
+	{"LowCardinality(String)", []string{"'a'", "'bb'"}},
+	{"Nullable(String)", []string{"NULL", "'x'"}},
+	{"Nullable(Int32)", []string{"-7", "NULL"}},
+	{"Array(String)", []string{"[]", "['a','b','c']"}},
+	{"Array(Nullable(UInt16))", []string{"[1,NULL,3]", "[]"}},
+	{"Array(Array(Int8))", []string{"[[1],[],[2,3]]", "[]"}},
+	{"Date", []string{"'1970-01-02'", "'2026-11-29'"}},
+	{"DateTime", []string{"'2026-11-29 10:11:12'", "'1971-01-01 00:00:00'"}},
+	{"UUID", []string{"'00000000-0000-0000-0000-000000000000'", "'f47ac10b-58cc-4372-a567-0e02b2c3d479'"}},
+	{"Enum8('a' = 1, 'b' = -2)", []string{"'a'", "'b'"}},
+	{"Enum16('x' = 1000, 'y' = -1000)", []string{"'y'", "'x'"}},
+	{"Decimal(18, 4)", []string{"-12.3456", "99999.0001"}},
+	{"IPv4", []string{"'10.1.2.3'", "'255.255.255.255'"}},
+	{"IPv6", []string{"'::1'", "'2001:db8::ff00:42:8329'"}},
+	{"Bool", []string{"true", "false"}},
+	{"DateTime64(3)", []string{"'2026-11-29 10:11:12.345'", "'2000-01-01 00:00:00.001'"}},
+}
+
+func newSink(t *testing.T, ch *testinfra.ClickHouse, mod func(*clickhouse.Config)) *clickhouse.Sink {
+	t.Helper()
+	cfg := clickhouse.Config{Addr: ch.Addr, InsertLinger: 50 * time.Millisecond, ChunkLinger: 50 * time.Millisecond}
+	if mod != nil {
+		mod(&cfg)
+	}
+	s, err := clickhouse.New(context.Background(), cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+type countAck struct{ n *atomic.Int64 }
+
+func (a countAck) Done() { a.n.Add(1) }
+
+// TestTypesRoundTrip takes each type's values as RowBinary from the server
+// itself, decodes them into a block, inserts the block through the sink and
+// checks the server reads back the same values.
+func TestTypesRoundTrip(t *testing.T) {
+	ch := testinfra.ClickHouseT(t)
+	ctx := context.Background()
+	s := newSink(t, ch, nil)
+	runDone := make(chan error, 1)
+	go func() { runDone <- s.Run(ctx) }()
+
+	var acked atomic.Int64
+	tested, unsupported := 0, []string{}
+	for i, tc := range typeCases {
+		src, dst := fmt.Sprintf("src%d", i), fmt.Sprintf("dst%d", i)
+		ddl := "CREATE TABLE %s (id UInt32, v %s) ENGINE = MergeTree ORDER BY id"
+		if err := ch.Exec(ctx, fmt.Sprintf(ddl, src, tc.typ)); err != nil {
+			if strings.Contains(err.Error(), "Unknown data type") || strings.Contains(err.Error(), "UNKNOWN_TYPE") {
+				unsupported = append(unsupported, tc.typ)
+				continue
+			}
+			t.Fatalf("%s: %v", tc.typ, err)
+		}
+		if err := ch.Exec(ctx, fmt.Sprintf(ddl, dst, tc.typ)); err != nil {
+			t.Fatal(err)
+		}
+		for j, v := range tc.values {
+			if err := ch.Exec(ctx, fmt.Sprintf("INSERT INTO %s VALUES (%d, %s)", src, j, v)); err != nil {
+				t.Fatalf("%s value %s: %v", tc.typ, v, err)
+			}
+		}
+		table, err := s.Table(ctx, dst)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.typ, err)
+		}
+		block := s.NewBlock(table)
+		for j := range tc.values {
+			row, err := ch.Query(ctx, fmt.Sprintf("SELECT id, v FROM %s WHERE id = %d FORMAT RowBinary", src, j))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := block.AppendRow([]byte(row)); err != nil {
+				t.Fatalf("%s value %s: %v", tc.typ, tc.values[j], err)
+			}
+		}
+		if err := s.Send(ctx, &clickhouse.Chunk{Block: block, Acks: []clickhouse.Ack{countAck{&acked}}}); err != nil {
+			t.Fatal(err)
+		}
+		tested++
+		waitFor(t, func() bool { return acked.Load() == int64(tested) }, 20*time.Second, "insert of "+tc.typ)
+		want, err := ch.Query(ctx, fmt.Sprintf("SELECT id, v FROM %s ORDER BY id FORMAT TSV", src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := ch.Query(ctx, fmt.Sprintf("SELECT id, v FROM %s ORDER BY id FORMAT TSV", dst))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != want || strings.Count(got, "\n") != len(tc.values) {
+			t.Errorf("%s: round trip\n got %q\nwant %q", tc.typ, got, want)
+		}
+	}
+	t.Logf("round-tripped %d types; not known to this server: %v", tested, unsupported)
+	if tested < 20 {
+		t.Errorf("only %d types tested", tested)
+	}
+	s.Close()
+	if err := <-runDone; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool, d time.Duration, what string) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", d, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestSchemaErrors(t *testing.T) {
+	ch := testinfra.ClickHouseT(t)
+	ctx := context.Background()
+	s := newSink(t, ch, nil)
+
+	_, err := s.Table(ctx, "absent")
+	var perm *clickhouse.PermanentError
+	if !errors.As(err, &perm) || !strings.Contains(err.Error(), "default.absent") {
+		t.Errorf("missing table: err = %v, want a PermanentError naming default.absent", err)
+	}
+
+	// A type sluice cannot encode names the table, column and type.
+	if err := ch.Exec(ctx, "CREATE TABLE nested_tuple (id UInt8, t Tuple(UInt8, String)) ENGINE = Memory"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Table(ctx, "nested_tuple")
+	if err == nil || !strings.Contains(err.Error(), "default.nested_tuple column t") || !strings.Contains(err.Error(), "Tuple(UInt8, String)") {
+		t.Errorf("unsupported type: err = %v", err)
+	}
+
+	// MATERIALIZED and ALIAS columns are left to the server.
+	if err := ch.Exec(ctx, "CREATE TABLE computed (a UInt32, b UInt32 MATERIALIZED a * 2, c UInt32 ALIAS a + 1, d UInt32 DEFAULT a + 10) ENGINE = Memory"); err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := s.Table(ctx, "computed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, c := range tbl.Insert {
+		names = append(names, c.Name)
+	}
+	if got := strings.Join(names, ","); got != "a,d" {
+		t.Errorf("insert columns = %s, want a,d", got)
+	}
+}
+
+// TestTypeMismatchStopsLoudly inserts a block whose column no longer
+// matches the table (the table changed after discovery): the sink stops with
+// a permanent error naming the table instead of retrying forever.
+func TestTypeMismatchStopsLoudly(t *testing.T) {
+	ch := testinfra.ClickHouseT(t)
+	ctx := context.Background()
+	if err := ch.Exec(ctx, "CREATE TABLE drift (a UInt32, s String) ENGINE = Memory"); err != nil {
+		t.Fatal(err)
+	}
+	s := newSink(t, ch, nil)
+	tbl, err := s.Table(ctx, "drift")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.Exec(ctx, "DROP TABLE drift"); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.Exec(ctx, "CREATE TABLE drift (a UInt32, s Array(UInt8)) ENGINE = Memory"); err != nil {
+		t.Fatal(err)
+	}
+	b := s.NewBlock(tbl)
+	if err := b.AppendRow([]byte{1, 0, 0, 0, 1, 'x'}); err != nil {
+		t.Fatal(err)
+	}
+	runDone := make(chan error, 1)
+	go func() { runDone <- s.Run(ctx) }()
+	if err := s.Send(ctx, &clickhouse.Chunk{Block: b}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-runDone:
+		var perm *clickhouse.PermanentError
+		if !errors.As(err, &perm) || !strings.Contains(err.Error(), "default.drift") {
+			t.Errorf("err = %v, want a PermanentError naming default.drift", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("sink kept retrying a type mismatch")
+	}
+}
