@@ -16,6 +16,9 @@ import (
 type partitionAcks struct {
 	topic     string
 	partition int32
+	// budget is the pipeline's in-flight byte count; a batch's bytes leave
+	// it when the batch is done.
+	budget *flowControl
 
 	mu       sync.Mutex
 	batches  []*batchAck // in offset order
@@ -29,14 +32,18 @@ type partitionAcks struct {
 type batchAck struct {
 	p       *partitionAcks
 	last    kgo.EpochOffset // offset of the batch's last record
+	bytes   int64
 	pending atomic.Int32
 	done    bool // guarded by p.mu
 }
 
-// track registers a batch whose last record is at last; the batch starts
-// with one hold, released by Done.
-func (p *partitionAcks) track(last kgo.EpochOffset) *batchAck {
-	b := &batchAck{p: p, last: last}
+// track registers a batch whose last record is at last and whose records
+// take bytes; the batch starts with one hold, released by Done.
+func (p *partitionAcks) track(last kgo.EpochOffset, bytes int64) *batchAck {
+	b := &batchAck{p: p, last: last, bytes: bytes}
+	if p.budget != nil {
+		p.budget.add(bytes)
+	}
 	b.pending.Store(1)
 	p.inflight.Add(1)
 	p.mu.Lock()
@@ -69,6 +76,9 @@ func (b *batchAck) Done() {
 	}
 	p.mu.Unlock()
 	p.inflight.Add(-1)
+	if p.budget != nil {
+		p.budget.add(-b.bytes)
+	}
 }
 
 // watermark returns the offset to commit, if any.

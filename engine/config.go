@@ -20,6 +20,8 @@ type Config struct {
 	Kafka      KafkaConfig       `yaml:"kafka"`
 	Module     ModuleConfig      `yaml:"module"`
 	ClickHouse clickhouse.Config `yaml:"clickhouse"`
+	// DeadLetter is where records the module cannot normalize go.
+	DeadLetter DeadLetterConfig `yaml:"dead_letter"`
 	// ShutdownTimeout bounds the drain on SIGTERM: flush, insert, commit.
 	// Default 30s.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
@@ -49,6 +51,21 @@ type KafkaConfig struct {
 	// RevokeTimeout bounds how long a revoked partition's in-flight rows
 	// may take to be inserted before its offsets are committed. Default 20s.
 	RevokeTimeout time.Duration `yaml:"revoke_timeout"`
+	// MaxInflightBytes is the budget of record bytes (keys, values,
+	// headers) between poll and commit. Fetching pauses when it is reached
+	// and resumes below half of it. Default 128 MiB.
+	MaxInflightBytes int64 `yaml:"max_inflight_bytes"`
+	// FetchMaxBytes bounds one fetch response. Default MaxInflightBytes/8,
+	// at most 32 MiB.
+	FetchMaxBytes int32 `yaml:"fetch_max_bytes"`
+}
+
+// DeadLetterConfig configures the dead-letter topic.
+type DeadLetterConfig struct {
+	// Topic receives every record the module fails on, with the reason in
+	// its headers. Empty: a failing record stops the pipeline instead, naming
+	// the record.
+	Topic string `yaml:"topic"`
 }
 
 // ModuleConfig names the normalization module and its targets.
@@ -63,6 +80,13 @@ type ModuleConfig struct {
 	// Tables are the ClickHouse tables the module writes, in the order of
 	// the module's table indexes. Required.
 	Tables []string `yaml:"tables"`
+	// MaxTrapsPerMinute is how many instance failures (traps, deadline or
+	// memory breaches) a minute a module may have before its partitions are
+	// paused and readiness turns false. Default 20.
+	MaxTrapsPerMinute int `yaml:"max_traps_per_minute"`
+	// TrapCooldown is how long a crash-looping module's partitions stay
+	// paused before it is tried again. Default 30s.
+	TrapCooldown time.Duration `yaml:"trap_cooldown"`
 	// CacheDir keeps compiled modules across restarts. Default: the user's
 	// cache directory + /sluice/wasm; "off" disables it.
 	CacheDir string `yaml:"cache_dir"`
@@ -142,6 +166,18 @@ func (c *Config) Validate() error {
 	if k.MaxPollRecords == 0 {
 		k.MaxPollRecords = 10000
 	}
+	if k.MaxInflightBytes == 0 {
+		k.MaxInflightBytes = 128 << 20
+	}
+	if k.MaxInflightBytes < 1<<20 {
+		return fmt.Errorf("kafka.max_inflight_bytes: at least 1 MiB, got %d", k.MaxInflightBytes)
+	}
+	if k.FetchMaxBytes == 0 {
+		k.FetchMaxBytes = int32(min(k.MaxInflightBytes/8, 32<<20))
+	}
+	if k.FetchMaxBytes < 0 {
+		return fmt.Errorf("kafka.fetch_max_bytes must be positive")
+	}
 	if k.CommitInterval < 0 || k.ConnectTimeout < 0 || k.RevokeTimeout < 0 || k.MaxPollRecords < 0 {
 		return fmt.Errorf("kafka: commit_interval, connect_timeout, revoke_timeout and max_poll_records must be positive")
 	}
@@ -157,6 +193,15 @@ func (c *Config) Validate() error {
 	}
 	if len(m.Tables) > 65535 {
 		return fmt.Errorf("module.tables: at most 65535 tables")
+	}
+	if m.MaxTrapsPerMinute == 0 {
+		m.MaxTrapsPerMinute = 20
+	}
+	if m.TrapCooldown == 0 {
+		m.TrapCooldown = 30 * time.Second
+	}
+	if m.MaxTrapsPerMinute < 0 || m.TrapCooldown < 0 {
+		return fmt.Errorf("module.max_traps_per_minute and module.trap_cooldown must be positive")
 	}
 	if m.CacheDir == "" {
 		if dir, err := os.UserCacheDir(); err == nil {

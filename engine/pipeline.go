@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -27,6 +28,12 @@ type Pipeline struct {
 	tables []*clickhouse.Table
 	sink   *clickhouse.Sink
 	client *kgo.Client
+	dlq    *deadLetter
+	flow   *flowControl
+	stats  stats
+
+	pausedMu sync.Mutex
+	paused   map[topicPartition]bool // partitions paused for a failing module
 
 	mu      sync.Mutex
 	workers map[topicPartition]*partitionWorker
@@ -63,6 +70,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Pipeline, error) {
 		cfg: cfg, log: log,
 		workers: map[topicPartition]*partitionWorker{},
 		acks:    map[topicPartition]*partitionAcks{},
+		paused:  map[topicPartition]bool{},
 		failed:  make(chan struct{}),
 	}
 	p.workCtx, p.cancelWork = context.WithCancel(context.Background())
@@ -108,6 +116,23 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Pipeline, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kafka brokers %v unreachable after %s: %w", cfg.Kafka.Brokers, cfg.Kafka.ConnectTimeout, err)
 	}
+	if p.dlq, err = newDeadLetter(cfg); err != nil {
+		return nil, err
+	}
+	topics := cfg.Kafka.Topics
+	p.flow = &flowControl{
+		high:      cfg.Kafka.MaxInflightBytes,
+		low:       cfg.Kafka.MaxInflightBytes / 2,
+		queueFull: p.sink.QueueFull,
+		pause: func() {
+			p.client.PauseFetchTopics(topics...)
+			p.log.Debug("fetching paused", "inflight_bytes", p.flow.inflight.Load(), "queue_depth", p.sink.QueueDepth())
+		},
+		resume: func() {
+			p.client.ResumeFetchTopics(topics...)
+			p.log.Debug("fetching resumed", "inflight_bytes", p.flow.inflight.Load())
+		},
+	}
 	cacheDir := cfg.Module.CacheDir
 	if cacheDir == "off" {
 		cacheDir = ""
@@ -146,6 +171,11 @@ func (p *Pipeline) newClient() (*kgo.Client, error) {
 		kgo.BlockRebalanceOnPoll(),
 		kgo.OnPartitionsRevoked(p.onRevoked),
 		kgo.OnPartitionsLost(p.onLost),
+		kgo.FetchMaxBytes(k.FetchMaxBytes),
+		kgo.FetchMaxPartitionBytes(min(k.FetchMaxBytes, 8<<20)),
+		// Resumed partitions are fetched at the next fetch; keep the wait
+		// for an empty fetch short so a resume takes effect quickly.
+		kgo.FetchMaxWait(500*time.Millisecond),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("kafka: %w", err)
@@ -183,6 +213,11 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		defer close(commitDone)
 		p.commitLoop(pollCtx)
 	}()
+	flowDone := make(chan struct{})
+	go func() {
+		defer close(flowDone)
+		p.flow.run(pollCtx, 10*time.Millisecond)
+	}()
 
 	var runErr error
 	select {
@@ -200,6 +235,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	stopPoll()
 	<-pollDone
 	<-commitDone
+	<-flowDone
 
 	deadline := time.Now().Add(p.cfg.ShutdownTimeout)
 	drainCtx, cancelDrain := context.WithDeadline(context.Background(), deadline)
@@ -222,6 +258,12 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		p.stopWorkers(drainCtx, p.allPartitions())
 	}
 	// Commit what was inserted, even after a failure.
+	if p.dlq != nil {
+		// Records in flight to the dead-letter topic hold their batches.
+		if err := p.dlq.client.Flush(drainCtx); err != nil && runErr == nil {
+			runErr = fmt.Errorf("dead-letter flush: %w", err)
+		}
+	}
 	if err := p.commitSync(drainCtx, nil); err != nil && runErr == nil {
 		runErr = err
 	}
@@ -234,6 +276,7 @@ func (p *Pipeline) close(ctx context.Context) {
 	if p.client != nil {
 		p.client.CloseAllowingRebalance()
 	}
+	p.dlq.close()
 	if p.rt != nil {
 		_ = p.rt.Close(ctx)
 	}
@@ -256,25 +299,37 @@ func (p *Pipeline) pollLoop(ctx context.Context) {
 			if len(fp.Records) == 0 {
 				return
 			}
-			w := p.worker(ctx, topicPartition{fp.Topic, fp.Partition})
-			select {
-			case w.in <- fp.Records:
-			case <-ctx.Done():
-			case <-w.stopped:
+			var bytes int64
+			for _, r := range fp.Records {
+				bytes += recordBytes(r)
 			}
+			last := fp.Records[len(fp.Records)-1]
+			w := p.worker(topicPartition{fp.Topic, fp.Partition})
+			ack := w.acks.track(kgo.EpochOffset{Epoch: last.LeaderEpoch, Offset: last.Offset}, bytes)
+			w.submit(polledBatch{recs: fp.Records, ack: ack})
 		})
+		p.flow.check()
 		p.client.AllowRebalance()
 	}
 }
 
+// recordBytes is what a record counts against the in-flight budget.
+func recordBytes(r *kgo.Record) int64 {
+	n := int64(len(r.Key) + len(r.Value) + 64)
+	for _, h := range r.Headers {
+		n += int64(len(h.Key) + len(h.Value))
+	}
+	return n
+}
+
 // worker returns the partition's worker, starting it on first use.
-func (p *Pipeline) worker(ctx context.Context, tp topicPartition) *partitionWorker {
+func (p *Pipeline) worker(tp topicPartition) *partitionWorker {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if w, ok := p.workers[tp]; ok {
 		return w
 	}
-	acks := &partitionAcks{topic: tp.topic, partition: tp.partition}
+	acks := &partitionAcks{topic: tp.topic, partition: tp.partition, budget: p.flow}
 	p.acks[tp] = acks
 	w := newPartitionWorker(p, tp, acks)
 	p.workers[tp] = w
@@ -419,5 +474,60 @@ func (p *Pipeline) forget(tps []topicPartition) {
 	defer p.mu.Unlock()
 	for _, tp := range tps {
 		delete(p.acks, tp)
+	}
+}
+
+// setModulePaused pauses or resumes fetching a partition whose module keeps
+// failing; readiness is false while any partition is paused.
+func (p *Pipeline) setModulePaused(tp topicPartition, paused bool) {
+	p.pausedMu.Lock()
+	defer p.pausedMu.Unlock()
+	parts := map[string][]int32{tp.topic: {tp.partition}}
+	if paused {
+		p.paused[tp] = true
+		p.client.PauseFetchPartitions(parts)
+	} else {
+		delete(p.paused, tp)
+		p.client.ResumeFetchPartitions(parts)
+	}
+}
+
+// Ready reports whether the pipeline is consuming with no partition paused
+// for a failing module, and why not.
+func (p *Pipeline) Ready() (bool, string) {
+	p.pausedMu.Lock()
+	defer p.pausedMu.Unlock()
+	if len(p.paused) > 0 {
+		var tps []string
+		for tp := range p.paused {
+			tps = append(tps, tp.String())
+		}
+		return false, fmt.Sprintf("module %s paused on %v after repeated failures", p.module.Name, tps)
+	}
+	return true, ""
+}
+
+// stats are the pipeline's counters.
+type stats struct {
+	recordsIn, rowsOut, deadLettered, traps, instances atomic.Int64
+}
+
+// Stats is a snapshot of the pipeline's counters.
+type Stats struct {
+	RecordsIn, RowsOut, DeadLettered, Traps, Instances int64
+	InflightBytes, PeakInflightBytes                   int64
+	Pauses, Resumes                                    int64
+	Sink                                               clickhouse.Stats
+}
+
+// Stats returns the pipeline's counters.
+func (p *Pipeline) Stats() Stats {
+	return Stats{
+		RecordsIn: p.stats.recordsIn.Load(), RowsOut: p.stats.rowsOut.Load(),
+		DeadLettered: p.stats.deadLettered.Load(), Traps: p.stats.traps.Load(),
+		Instances:     p.stats.instances.Load(),
+		InflightBytes: p.flow.inflight.Load(), PeakInflightBytes: p.flow.peak.Load(),
+		Pauses: p.flow.pauses.Load(), Resumes: p.flow.resumes.Load(),
+		Sink: p.sink.Stats(),
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -12,14 +13,24 @@ import (
 	"github.com/sluicehq/sluice/wasmhost"
 )
 
+// polledBatch is one poll's records of a partition with its ack.
+type polledBatch struct {
+	recs []*kgo.Record
+	ack  *batchAck
+}
+
 // partitionWorker runs one partition's records through its own module
 // instance and fills that partition's open blocks, one per target table.
+// The poll loop hands it batches without ever waiting: the queue is bounded
+// by the in-flight byte budget, not by its length.
 type partitionWorker struct {
 	p    *Pipeline
 	tp   topicPartition
 	acks *partitionAcks
 
-	in      chan []*kgo.Record
+	mu      sync.Mutex
+	queue   []polledBatch
+	wake    chan struct{} // a batch was queued
 	quit    chan struct{} // closed to stop the worker
 	stopped chan struct{} // closed when run returns
 
@@ -30,13 +41,15 @@ type partitionWorker struct {
 	lastHeld []*batchAck
 	marks    []int
 	openedAt time.Time // when the first row went into an open block
+
+	traps []time.Time // recent instance failures, for the crash-loop check
 }
 
 func newPartitionWorker(p *Pipeline, tp topicPartition, acks *partitionAcks) *partitionWorker {
 	n := len(p.tables)
 	w := &partitionWorker{
 		p: p, tp: tp, acks: acks,
-		in:       make(chan []*kgo.Record, 2),
+		wake:     make(chan struct{}, 1),
 		quit:     make(chan struct{}),
 		stopped:  make(chan struct{}),
 		blocks:   make([]*clickhouse.Block, n),
@@ -51,6 +64,25 @@ func newPartitionWorker(p *Pipeline, tp topicPartition, acks *partitionAcks) *pa
 	return w
 }
 
+// submit queues a batch; it never blocks.
+func (w *partitionWorker) submit(b polledBatch) {
+	w.mu.Lock()
+	w.queue = append(w.queue, b)
+	w.mu.Unlock()
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (w *partitionWorker) take() []polledBatch {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	q := w.queue
+	w.queue = nil
+	return q
+}
+
 // stop ends the worker after the batches already handed to it, and waits
 // until it has sent its last chunks or ctx ends.
 func (w *partitionWorker) stop(ctx context.Context) {
@@ -61,8 +93,8 @@ func (w *partitionWorker) stop(ctx context.Context) {
 	}
 }
 
-// run is the worker's goroutine. Its context is the pipeline's drain: it
-// stops when told to, after sending what it holds.
+// run is the worker's goroutine. It stops when told to, after sending what
+// it holds, or when the pipeline's work context ends.
 func (w *partitionWorker) run() {
 	defer close(w.stopped)
 	ctx := w.p.workCtx
@@ -75,12 +107,14 @@ func (w *partitionWorker) run() {
 	tick := time.NewTicker(linger / 2)
 	defer tick.Stop()
 	for {
-		select {
-		case recs := <-w.in:
-			if err := w.process(ctx, recs); err != nil {
+		for _, b := range w.take() {
+			if err := w.process(ctx, b); err != nil {
 				w.p.fail(err)
 				return
 			}
+		}
+		select {
+		case <-w.wake:
 		case <-tick.C:
 			if !w.openedAt.IsZero() && time.Since(w.openedAt) >= linger {
 				if err := w.sealAll(ctx); err != nil {
@@ -89,40 +123,49 @@ func (w *partitionWorker) run() {
 				}
 			}
 		case <-w.quit:
-			// Take what the poll loop already handed over, then seal.
-			for {
-				select {
-				case recs := <-w.in:
-					if err := w.process(ctx, recs); err != nil {
-						w.p.fail(err)
-						return
-					}
-					continue
-				default:
+			for _, b := range w.take() {
+				if err := w.process(ctx, b); err != nil {
+					w.p.fail(err)
+					return
 				}
-				break
 			}
 			if err := w.sealAll(ctx); err != nil {
 				w.p.fail(err)
 			}
 			return
+		case <-ctx.Done():
+			return
 		}
 	}
 }
 
-// process transforms one polled batch and appends its rows.
-func (w *partitionWorker) process(ctx context.Context, recs []*kgo.Record) error {
-	if w.inst == nil {
-		inst, err := w.p.module.Instantiate(ctx, w.p.init)
-		if err != nil {
-			return fmt.Errorf("partition %s: %w", w.tp, err)
-		}
-		w.inst = inst
+// process transforms one polled batch and appends its rows. Records the
+// module fails on go to the dead-letter topic; a failing instance is replaced
+// and the batch bisected until the records that fail on their own are found.
+func (w *partitionWorker) process(ctx context.Context, b polledBatch) error {
+	defer b.ack.Done()
+	w.p.stats.recordsIn.Add(int64(len(b.recs)))
+	if err := w.transform(ctx, b.recs, b.ack); err != nil {
+		return err
 	}
-	last := recs[len(recs)-1]
-	ack := w.acks.track(kgo.EpochOffset{Epoch: last.LeaderEpoch, Offset: last.Offset})
-	defer ack.Done()
+	target := w.p.sink.Config().ChunkBytes
+	for i, blk := range w.blocks {
+		if blk.Size() >= target {
+			if err := w.seal(ctx, i); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
 
+// transform runs recs through the instance. On an instance failure it
+// bisects: each half runs on a fresh instance, down to single records, which
+// are dead-lettered with the failure.
+func (w *partitionWorker) transform(ctx context.Context, recs []*kgo.Record, ack *batchAck) error {
+	if err := w.ensureInstance(ctx); err != nil {
+		return err
+	}
 	w.batch.Records = w.batch.Records[:0]
 	for _, r := range recs {
 		rec := wasmhost.Record{Offset: r.Offset, Timestamp: r.Timestamp.UnixMilli(), Key: r.Key, Value: r.Value}
@@ -136,9 +179,21 @@ func (w *partitionWorker) process(ctx context.Context, recs []*kgo.Record) error
 	}
 	out, err := w.inst.Transform(ctx, &w.batch)
 	if err != nil {
-		_ = w.inst.Close(ctx)
-		w.inst = nil
-		return fmt.Errorf("partition %s offsets %d-%d: %w", w.tp, recs[0].Offset, last.Offset, err)
+		var trap *wasmhost.TrapError
+		if !errors.As(err, &trap) {
+			return fmt.Errorf("partition %s offsets %d-%d: %w", w.tp, recs[0].Offset, recs[len(recs)-1].Offset, err)
+		}
+		if err := w.instanceFailed(ctx, err); err != nil {
+			return err
+		}
+		if len(recs) == 1 {
+			return w.deadLetter(ctx, recs[0], ack, err.Error())
+		}
+		mid := len(recs) / 2
+		if err := w.transform(ctx, recs[:mid], ack); err != nil {
+			return err
+		}
+		return w.transform(ctx, recs[mid:], ack)
 	}
 	for i := 0; ; i++ {
 		res, ok := out.Next()
@@ -146,22 +201,84 @@ func (w *partitionWorker) process(ctx context.Context, recs []*kgo.Record) error
 			break
 		}
 		if res.Err != "" {
-			return &RecordError{Topic: w.tp.topic, Partition: w.tp.partition, Offset: recs[i].Offset,
-				Module: w.p.module.Name, Err: errors.New(res.Err)}
-		}
-		if err := w.appendRows(&res, ack); err != nil {
-			return &RecordError{Topic: w.tp.topic, Partition: w.tp.partition, Offset: recs[i].Offset,
-				Module: w.p.module.Name, Err: err}
-		}
-	}
-	target := w.p.sink.Config().ChunkBytes
-	for i, b := range w.blocks {
-		if b.Size() >= target {
-			if err := w.seal(ctx, i); err != nil {
+			if err := w.deadLetter(ctx, recs[i], ack, res.Err); err != nil {
 				return err
 			}
+			continue
 		}
+		if err := w.appendRows(&res, ack); err != nil {
+			if err := w.deadLetter(ctx, recs[i], ack, err.Error()); err != nil {
+				return err
+			}
+			continue
+		}
+		w.p.stats.rowsOut.Add(int64(res.Rows()))
 	}
+	return nil
+}
+
+func (w *partitionWorker) ensureInstance(ctx context.Context) error {
+	if w.inst != nil {
+		return nil
+	}
+	inst, err := w.p.module.Instantiate(ctx, w.p.init)
+	if err != nil {
+		return fmt.Errorf("partition %s: %w", w.tp, err)
+	}
+	w.inst = inst
+	w.p.stats.instances.Add(1)
+	return nil
+}
+
+// instanceFailed discards the instance and, when the module keeps failing,
+// pauses the partition for the cool-down.
+func (w *partitionWorker) instanceFailed(ctx context.Context, cause error) error {
+	_ = w.inst.Close(context.Background())
+	w.inst = nil
+	w.p.stats.traps.Add(1)
+	now := time.Now()
+	w.traps = append(w.traps, now)
+	for len(w.traps) > 0 && now.Sub(w.traps[0]) > time.Minute {
+		w.traps = w.traps[1:]
+	}
+	if len(w.traps) <= w.p.cfg.Module.MaxTrapsPerMinute {
+		return nil
+	}
+	cool := w.p.cfg.Module.TrapCooldown
+	w.p.log.Error("module keeps failing; pausing its partition", "module", w.p.module.Name,
+		"partition", w.tp.String(), "failures_last_minute", len(w.traps), "cooldown", cool, "last_error", cause)
+	w.p.setModulePaused(w.tp, true)
+	defer w.p.setModulePaused(w.tp, false)
+	w.traps = w.traps[:0]
+	select {
+	case <-time.After(cool):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-w.quit:
+		// Stopping: the rest of this batch is not processed and stays
+		// uncommitted.
+		return fmt.Errorf("partition %s: stopped while paused after repeated module failures", w.tp)
+	}
+}
+
+// deadLetter sends r to the dead-letter topic; without one, the failure
+// stops the pipeline and names the record.
+func (w *partitionWorker) deadLetter(ctx context.Context, r *kgo.Record, ack *batchAck, cause string) error {
+	m := w.p.module
+	if w.p.dlq == nil {
+		return &RecordError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Module: m.Name,
+			Err: errors.New(cause)}
+	}
+	ack.hold()
+	w.p.dlq.send(ctx, r, m.Name, m.SHA256, cause, func(err error) {
+		if err != nil {
+			w.p.fail(fmt.Errorf("dead-letter record %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err))
+			return
+		}
+		w.p.stats.deadLettered.Add(1)
+		ack.Done()
+	})
 	return nil
 }
 
@@ -231,7 +348,8 @@ func (w *partitionWorker) sealAll(ctx context.Context) error {
 }
 
 // RecordError is a record the module could not normalize, or whose output
-// did not fit the table. It names the record.
+// did not fit the table, when there is no dead-letter topic. It names the
+// record.
 type RecordError struct {
 	Topic     string
 	Partition int32
@@ -241,7 +359,8 @@ type RecordError struct {
 }
 
 func (e *RecordError) Error() string {
-	return fmt.Sprintf("record %s/%d@%d: module %s: %v", e.Topic, e.Partition, e.Offset, e.Module, e.Err)
+	return fmt.Sprintf("record %s/%d@%d: module %s: %v (configure dead_letter.topic to divert such records)",
+		e.Topic, e.Partition, e.Offset, e.Module, e.Err)
 }
 
 func (e *RecordError) Unwrap() error { return e.Err }
