@@ -25,6 +25,11 @@ type Config struct {
 	// ShutdownTimeout bounds the drain on SIGTERM: flush, insert, commit.
 	// Default 30s.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	// MemoryLimit is the Go runtime's soft memory limit in bytes, which
+	// makes the garbage collector work harder as the process nears it.
+	// Default: GOMEMLIMIT when set, else 2 × kafka.max_inflight_bytes +
+	// 256 MiB. -1 disables it.
+	MemoryLimit int64 `yaml:"memory_limit"`
 }
 
 // KafkaConfig says what to consume.
@@ -35,6 +40,13 @@ type KafkaConfig struct {
 	Group string `yaml:"group"`
 	// Topics to consume. Required.
 	Topics []string `yaml:"topics"`
+	// InstanceID enables static group membership: a restarted process with
+	// the same id takes its partitions back at once instead of waiting for the
+	// session timeout. Give each process its own. Default: none.
+	InstanceID string `yaml:"instance_id"`
+	// SessionTimeout is how long the group waits for a silent member before
+	// reassigning its partitions. Default 45s (the broker's default).
+	SessionTimeout time.Duration `yaml:"session_timeout"`
 	// ClientID names this client to the brokers. Default "sluice".
 	ClientID string `yaml:"client_id"`
 	// StartOffset is where a partition with no committed offset starts:
@@ -51,9 +63,10 @@ type KafkaConfig struct {
 	// RevokeTimeout bounds how long a revoked partition's in-flight rows
 	// may take to be inserted before its offsets are committed. Default 20s.
 	RevokeTimeout time.Duration `yaml:"revoke_timeout"`
-	// MaxInflightBytes is the budget of record bytes (keys, values,
-	// headers) between poll and commit. Fetching pauses when it is reached
-	// and resumes below half of it. Default 128 MiB.
+	// MaxInflightBytes is the memory budget of records between poll and
+	// commit (each record counts its key, value and headers three times plus
+	// 256 bytes, an estimate of what it holds). Fetching pauses when it is
+	// reached and resumes below half of it. Default 128 MiB.
 	MaxInflightBytes int64 `yaml:"max_inflight_bytes"`
 	// FetchMaxBytes bounds one fetch response. Default MaxInflightBytes/8,
 	// at most 32 MiB.
@@ -80,6 +93,11 @@ type ModuleConfig struct {
 	// Tables are the ClickHouse tables the module writes, in the order of
 	// the module's table indexes. Required.
 	Tables []string `yaml:"tables"`
+	// MaxBatchRecords and MaxBatchBytes bound one call into the module: a
+	// larger poll is handed over in several calls. They bound the guest's
+	// memory. Defaults 1000 records and 1 MiB.
+	MaxBatchRecords int `yaml:"max_batch_records"`
+	MaxBatchBytes   int `yaml:"max_batch_bytes"`
 	// MaxTrapsPerMinute is how many instance failures (traps, deadline or
 	// memory breaches) a minute a module may have before its partitions are
 	// paused and readiness turns false. Default 20.
@@ -154,6 +172,12 @@ func (c *Config) Validate() error {
 	default:
 		return fmt.Errorf("kafka.start_offset: %q is not earliest or latest", k.StartOffset)
 	}
+	if k.SessionTimeout == 0 {
+		k.SessionTimeout = 45 * time.Second
+	}
+	if k.SessionTimeout < 0 {
+		return fmt.Errorf("kafka.session_timeout must be positive")
+	}
 	if k.CommitInterval == 0 {
 		k.CommitInterval = time.Second
 	}
@@ -194,6 +218,15 @@ func (c *Config) Validate() error {
 	if len(m.Tables) > 65535 {
 		return fmt.Errorf("module.tables: at most 65535 tables")
 	}
+	if m.MaxBatchRecords == 0 {
+		m.MaxBatchRecords = 1000
+	}
+	if m.MaxBatchBytes == 0 {
+		m.MaxBatchBytes = 1 << 20
+	}
+	if m.MaxBatchRecords < 0 || m.MaxBatchBytes < 0 {
+		return fmt.Errorf("module.max_batch_records and module.max_batch_bytes must be positive")
+	}
 	if m.MaxTrapsPerMinute == 0 {
 		m.MaxTrapsPerMinute = 20
 	}
@@ -207,6 +240,9 @@ func (c *Config) Validate() error {
 		if dir, err := os.UserCacheDir(); err == nil {
 			m.CacheDir = filepath.Join(dir, "sluice", "wasm")
 		}
+	}
+	if c.MemoryLimit == 0 {
+		c.MemoryLimit = 2*k.MaxInflightBytes + 256<<20
 	}
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = 30 * time.Second

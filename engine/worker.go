@@ -145,8 +145,17 @@ func (w *partitionWorker) run() {
 func (w *partitionWorker) process(ctx context.Context, b polledBatch) error {
 	defer b.ack.Done()
 	w.p.stats.recordsIn.Add(int64(len(b.recs)))
-	if err := w.transform(ctx, b.recs, b.ack); err != nil {
-		return err
+	maxRecs, maxBytes := w.p.cfg.Module.MaxBatchRecords, int64(w.p.cfg.Module.MaxBatchBytes)
+	for recs := b.recs; len(recs) > 0; {
+		n, bytes := 0, int64(0)
+		for n < len(recs) && n < maxRecs && (n == 0 || bytes+recordBytes(recs[n]) <= maxBytes) {
+			bytes += recordBytes(recs[n])
+			n++
+		}
+		if err := w.transform(ctx, recs[:n], b.ack); err != nil {
+			return err
+		}
+		recs = recs[n:]
 	}
 	target := w.p.sink.Config().ChunkBytes
 	for i, blk := range w.blocks {

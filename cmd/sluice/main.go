@@ -98,6 +98,11 @@ func cmdRun(args []string, stderr io.Writer) int {
 
 	p, err := engine.New(ctx, cfg, log)
 	if err != nil {
+		if ctx.Err() != nil {
+			// A signal during startup: nothing was consumed, nothing to drain.
+			log.Info("stopped during startup")
+			return 0
+		}
 		fmt.Fprintln(stderr, "sluice run:", err)
 		return 1
 	}

@@ -1,0 +1,452 @@
+package engine_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluicehq/sluice/internal/loggen"
+	"github.com/sluicehq/sluice/internal/testinfra"
+	"github.com/sluicehq/sluice/internal/wasmbuild"
+)
+
+// The fault suite runs the real sluice binary against the real broker and
+// server and breaks things mid-stream. `go tool task faults` runs the full
+// profile (SLUICE_FAULTS=full); `go test` runs a reduced one with the same
+// scenarios and smaller volumes.
+type faultProfile struct {
+	records       int           // per scenario
+	rate          int           // records/s while producing
+	chOutage      time.Duration // ClickHouse down
+	backlog       int           // records of the throttled-backlog scenario
+	throttleBytes int64         // bytes/s to ClickHouse in that scenario
+}
+
+func profile() (string, faultProfile) {
+	if os.Getenv("SLUICE_FAULTS") == "full" {
+		return "full", faultProfile{records: 300_000, rate: 25_000, chOutage: 30 * time.Second, backlog: 5_000_000, throttleBytes: 4 << 20}
+	}
+	return "ci", faultProfile{records: 60_000, rate: 10_000, chOutage: 30 * time.Second, backlog: 400_000, throttleBytes: 2 << 20}
+}
+
+// The in-flight budget the fault runs use, and the fixed overhead allowed on
+// top of it for RSS (Go runtime, wazero code, module instances, buffers).
+const (
+	faultBudget   = 32 << 20
+	faultOverhead = 224 << 20
+)
+
+var (
+	buildOnce sync.Once
+	sluiceBin string
+	buildErr  error
+)
+
+func buildSluice(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "sluice-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		sluiceBin = filepath.Join(dir, "sluice")
+		cmd := exec.Command("go", "build", "-o", sluiceBin, "./cmd/sluice")
+		cmd.Dir = wasmbuild.RepoRoot()
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("build sluice: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return sluiceBin
+}
+
+type faultEnv struct {
+	ch    *testinfra.ClickHouse
+	kafka *testinfra.Kafka
+	wasm  string
+	bin   string
+}
+
+// scenario is one fault run: its own topic, table and consumer group.
+type scenario struct {
+	e      *faultEnv
+	t      *testing.T
+	name   string
+	topic  string
+	table  string
+	dir    string
+	chAddr string
+
+	produced atomic.Int64
+	peakRSS  atomic.Int64
+}
+
+func (e *faultEnv) scenario(t *testing.T, name string, partitions int) *scenario {
+	t.Helper()
+	s := &scenario{e: e, t: t, name: name, topic: "t_" + name, table: "logs_" + name, dir: t.TempDir(), chAddr: e.ch.Addr}
+	ddl := strings.Replace(readSchema(t), "CREATE TABLE logs", "CREATE TABLE "+s.table, 1)
+	if err := e.ch.Exec(context.Background(), ddl); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.kafka.CreateTopic(context.Background(), s.topic, partitions); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func (s *scenario) configPath(instance string) string {
+	path := filepath.Join(s.dir, "pipeline-"+instance+".yaml")
+	cfg := fmt.Sprintf(`kafka:
+  brokers: [%s]
+  group: g_%s
+  topics: [%s]
+  max_inflight_bytes: %d
+  commit_interval: 500ms
+  instance_id: %s
+  session_timeout: 10s
+module:
+  path: %s
+  tables: [%s]
+  params: {table: %s}
+  cache_dir: %s
+clickhouse:
+  addr: %s
+  retry_max: 1s
+shutdown_timeout: 30s
+`, s.e.kafka.Addr, s.name, s.topic, faultBudget, instance, s.e.wasm, s.table, s.table, filepath.Join(s.dir, "cache"), s.chAddr)
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		s.t.Fatal(err)
+	}
+	return path
+}
+
+// proc is a running sluice process.
+type proc struct {
+	s    *scenario
+	name string
+	cmd  *exec.Cmd
+	log  string
+	done chan error
+}
+
+func (s *scenario) start(instance string) *proc {
+	s.t.Helper()
+	p := &proc{s: s, name: instance, log: filepath.Join(s.dir, "sluice-"+instance+".log"), done: make(chan error, 1)}
+	logf, err := os.OpenFile(p.log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	p.cmd = exec.Command(s.e.bin, "run", "-config", s.configPath(instance))
+	p.cmd.Stdout, p.cmd.Stderr = logf, logf
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := p.cmd.Start(); err != nil {
+		s.t.Fatal(err)
+	}
+	go func() {
+		err := p.cmd.Wait()
+		logf.Close()
+		p.done <- err
+	}()
+	go p.sampleRSS()
+	s.t.Cleanup(func() {
+		if p.cmd.ProcessState == nil {
+			_ = p.cmd.Process.Kill()
+		}
+		if s.t.Failed() {
+			out, _ := os.ReadFile(p.log)
+			lines := strings.Split(string(out), "\n")
+			if len(lines) > 40 {
+				lines = lines[len(lines)-40:]
+			}
+			s.t.Logf("sluice %s log tail:\n%s", instance, strings.Join(lines, "\n"))
+		}
+	})
+	return p
+}
+
+// sampleRSS records the process's peak resident set (VmHWM) until it exits.
+func (p *proc) sampleRSS() {
+	status := fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid)
+	for {
+		f, err := os.Open(status)
+		if err != nil {
+			return
+		}
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+				kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+				for {
+					cur := p.s.peakRSS.Load()
+					if kb*1024 <= cur || p.s.peakRSS.CompareAndSwap(cur, kb*1024) {
+						break
+					}
+				}
+			}
+		}
+		f.Close()
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (p *proc) kill9() {
+	p.s.t.Helper()
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.done
+}
+
+// term sends SIGTERM and requires a clean exit within 40s.
+func (p *proc) term() {
+	p.s.t.Helper()
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-p.done:
+		if err != nil {
+			p.s.t.Fatalf("sluice %s exited with %v after SIGTERM", p.name, err)
+		}
+	case <-time.After(40 * time.Second):
+		p.s.t.Fatalf("sluice %s did not drain within 40s", p.name)
+	}
+}
+
+// produce sends records [from, to) at rate records/s, in the background.
+func (s *scenario) produce(from, to, rate int) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		cl, err := s.e.kafka.NewClient(kgo.DefaultProduceTopic(s.topic), kgo.ProducerLinger(5*time.Millisecond),
+			kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+		if err != nil {
+			done <- err
+			return
+		}
+		defer cl.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		start := time.Now()
+		var failed atomic.Value
+		for i := from; i < to; i++ {
+			if rate > 0 && i%100 == 0 {
+				due := start.Add(time.Duration(float64(i-from) / float64(rate) * float64(time.Second)))
+				time.Sleep(time.Until(due))
+			}
+			cl.Produce(ctx, &kgo.Record{Value: loggen.Generate(1, i).JSON}, func(_ *kgo.Record, err error) {
+				if err != nil {
+					failed.Store(err)
+					return
+				}
+				s.produced.Add(1)
+			})
+		}
+		if err := cl.Flush(ctx); err != nil {
+			done <- err
+			return
+		}
+		if err, _ := failed.Load().(error); err != nil {
+			done <- err
+			return
+		}
+		done <- nil
+	}()
+	return done
+}
+
+func (s *scenario) count() (rows, distinct int) {
+	seq := "toUInt64(attrs.value[indexOf(attrs.key, 'seq')])"
+	out, err := s.e.ch.Query(context.Background(), fmt.Sprintf("SELECT count(), uniqExact(%s) FROM %s FORMAT TSV", seq, s.table))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	f := strings.Fields(out)
+	rows, _ = strconv.Atoi(f[0])
+	distinct, _ = strconv.Atoi(f[1])
+	return rows, distinct
+}
+
+// waitDistinct waits until n distinct records have landed.
+func (s *scenario) waitDistinct(n int, d time.Duration) {
+	s.t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		_, distinct := s.count()
+		if distinct >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("%d of %d distinct records landed within %s", distinct, n, d)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// report checks loss and logs the scenario's figures; it returns the
+// duplicates.
+func (s *scenario) report(want int) int {
+	s.t.Helper()
+	rows, distinct := s.count()
+	dups := rows - distinct
+	line := fmt.Sprintf("%-24s produced %8d  landed distinct %8d  duplicates %6d  dead-lettered %d  peak RSS %4d MiB (budget %d MiB + overhead %d MiB)",
+		s.name, s.produced.Load(), distinct, dups, 0, s.peakRSS.Load()>>20, faultBudget>>20, faultOverhead>>20)
+	s.t.Log(line)
+	faultReport = append(faultReport, line)
+	if int(s.produced.Load()) != want {
+		s.t.Errorf("produced %d, want %d", s.produced.Load(), want)
+	}
+	if distinct != want {
+		s.t.Errorf("LOSS: %d distinct records landed of %d produced", distinct, want)
+	}
+	if peak := s.peakRSS.Load(); peak > faultBudget+faultOverhead {
+		s.t.Errorf("peak RSS %d MiB over budget %d MiB + overhead %d MiB", peak>>20, faultBudget>>20, faultOverhead>>20)
+	}
+	return dups
+}
+
+var faultReport []string
+
+func TestFaults(t *testing.T) {
+	name, prof := profile()
+	e := &faultEnv{
+		bin:   buildSluice(t),
+		wasm:  wasmbuild.BuildT(t, "examples/log-normalize"),
+		ch:    testinfra.ClickHouseT(t),
+		kafka: testinfra.KafkaT(t),
+	}
+	t.Cleanup(func() {
+		t.Logf("fault suite, profile %s:\n%s", name, strings.Join(faultReport, "\n"))
+	})
+	n := prof.records
+
+	t.Run("kill9_x3", func(t *testing.T) {
+		s := e.scenario(t, "kill9", 4)
+		produced := s.produce(0, n, prof.rate)
+		p := s.start("a")
+		for i := 0; i < 3; i++ {
+			time.Sleep(time.Duration(float64(n)/float64(prof.rate)/4*float64(time.Second)) + time.Second)
+			p.kill9()
+			p = s.start("a")
+		}
+		if err := <-produced; err != nil {
+			t.Fatal(err)
+		}
+		s.waitDistinct(n, 3*time.Minute)
+		p.term()
+		dups := s.report(n)
+		// Duplicates can only come from what was inserted but not yet
+		// committed at each kill: at most three in-flight budgets' worth.
+		if dups > 3*prof.rate*2 {
+			t.Errorf("%d duplicates is more than three kills' in-flight records could explain", dups)
+		}
+	})
+
+	t.Run("clickhouse_down", func(t *testing.T) {
+		s := e.scenario(t, "chdown", 4)
+		produced := s.produce(0, n, prof.rate)
+		p := s.start("a")
+		time.Sleep(2 * time.Second)
+		if err := e.ch.Stop(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(prof.chOutage)
+		if err := e.ch.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-produced; err != nil {
+			t.Fatal(err)
+		}
+		s.waitDistinct(n, 3*time.Minute)
+		p.term()
+		if dups := s.report(n); dups != 0 {
+			t.Logf("%d duplicates after the outage (retried inserts whose first attempt had landed)", dups)
+		}
+	})
+
+	t.Run("broker_restart", func(t *testing.T) {
+		s := e.scenario(t, "brokerrestart", 4)
+		produced := s.produce(0, n, prof.rate)
+		p := s.start("a")
+		time.Sleep(3 * time.Second)
+		if err := e.kafka.Stop(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(3 * time.Second)
+		if err := e.kafka.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-produced; err != nil {
+			t.Fatal(err)
+		}
+		s.waitDistinct(n, 3*time.Minute)
+		p.term()
+		s.report(n)
+	})
+
+	t.Run("scale_out_and_in", func(t *testing.T) {
+		s := e.scenario(t, "scaleout", 4)
+		produced := s.produce(0, n, prof.rate)
+		a := s.start("a")
+		time.Sleep(time.Duration(float64(n) / float64(prof.rate) / 3 * float64(time.Second)))
+		b := s.start("b")
+		time.Sleep(time.Duration(float64(n) / float64(prof.rate) / 3 * float64(time.Second)))
+		b.term()
+		if err := <-produced; err != nil {
+			t.Fatal(err)
+		}
+		s.waitDistinct(n, 3*time.Minute)
+		a.term()
+		if dups := s.report(n); dups != 0 {
+			t.Errorf("%d duplicates across a clean join and leave, want 0", dups)
+		}
+	})
+
+	t.Run("sigterm_restart", func(t *testing.T) {
+		s := e.scenario(t, "sigterm", 4)
+		produced := s.produce(0, n, prof.rate)
+		p := s.start("a")
+		time.Sleep(time.Duration(float64(n) / float64(prof.rate) / 2 * float64(time.Second)))
+		p.term()
+		p = s.start("a")
+		if err := <-produced; err != nil {
+			t.Fatal(err)
+		}
+		s.waitDistinct(n, 3*time.Minute)
+		p.term()
+		if dups := s.report(n); dups != 0 {
+			t.Errorf("%d duplicates across SIGTERM and restart, want 0", dups)
+		}
+	})
+
+	t.Run("throttled_backlog", func(t *testing.T) {
+		s := e.scenario(t, "backlog", 8)
+		proxy, err := testinfra.StartProxy(e.ch.Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer proxy.Close()
+		s.chAddr = proxy.Addr
+		if err := <-s.produce(0, prof.backlog, 0); err != nil {
+			t.Fatal(err)
+		}
+		proxy.SetRate(prof.throttleBytes)
+		p := s.start("a")
+		time.Sleep(15 * time.Second)
+		proxy.SetRate(0)
+		s.waitDistinct(prof.backlog, 5*time.Minute)
+		p.term()
+		s.report(prof.backlog)
+	})
+}
