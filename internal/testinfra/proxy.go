@@ -97,4 +97,3 @@ func (p *Proxy) Close() error {
 	p.wg.Wait()
 	return err
 }
-
