@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // partitionAcks tracks one partition's polled batches until their rows are
@@ -20,10 +21,12 @@ type partitionAcks struct {
 	// it when the batch is done.
 	budget *flowControl
 
-	mu       sync.Mutex
-	batches  []*batchAck // in offset order
-	next     kgo.EpochOffset
-	hasNext  bool
+	mu      sync.Mutex
+	batches []*batchAck // in offset order
+	next    kgo.EpochOffset
+	hasNext bool
+	// hwm is the partition's high watermark as of the last fetch.
+	hwm      atomic.Int64
 	inflight atomic.Int64 // batches not yet done
 }
 
@@ -33,6 +36,7 @@ type batchAck struct {
 	p       *partitionAcks
 	last    kgo.EpochOffset // offset of the batch's last record
 	bytes   int64
+	span    trace.SpanContext // the batch's consume span
 	pending atomic.Int32
 	done    bool // guarded by p.mu
 }
@@ -51,6 +55,9 @@ func (p *partitionAcks) track(last kgo.EpochOffset, bytes int64) *batchAck {
 	p.mu.Unlock()
 	return b
 }
+
+// SpanContext is the batch's consume span, for the flush span's links.
+func (b *batchAck) SpanContext() trace.SpanContext { return b.span }
 
 // hold adds a hold on the batch (a chunk now carries some of its rows).
 func (b *batchAck) hold() { b.pending.Add(1) }

@@ -12,6 +12,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/sluicehq/sluice/internal/telemetry"
 	"github.com/sluicehq/sluice/sinks/clickhouse"
 )
 
@@ -22,6 +23,8 @@ type Config struct {
 	ClickHouse clickhouse.Config `yaml:"clickhouse"`
 	// DeadLetter is where records the module cannot normalize go.
 	DeadLetter DeadLetterConfig `yaml:"dead_letter"`
+	// Observability configures the metrics/health listener and traces.
+	Observability ObservabilityConfig `yaml:"observability"`
 	// ShutdownTimeout bounds the drain on SIGTERM: flush, insert, commit.
 	// Default 30s.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
@@ -71,6 +74,16 @@ type KafkaConfig struct {
 	// FetchMaxBytes bounds one fetch response. Default MaxInflightBytes/8,
 	// at most 32 MiB.
 	FetchMaxBytes int32 `yaml:"fetch_max_bytes"`
+}
+
+// ObservabilityConfig configures metrics, health and traces.
+type ObservabilityConfig struct {
+	// Listen is the address of the /metrics, /healthz and /readyz server.
+	// Default "127.0.0.1:9464"; "off" disables it.
+	Listen string `yaml:"listen"`
+	// Traces configures OpenTelemetry tracing; every field falls back to the
+	// standard OTEL_* environment variables.
+	Traces telemetry.TracesConfig `yaml:"traces"`
 }
 
 // DeadLetterConfig configures the dead-letter topic.
@@ -240,6 +253,12 @@ func (c *Config) Validate() error {
 		if dir, err := os.UserCacheDir(); err == nil {
 			m.CacheDir = filepath.Join(dir, "sluice", "wasm")
 		}
+	}
+	if c.Observability.Listen == "" {
+		c.Observability.Listen = "127.0.0.1:9464"
+	}
+	if err := c.Observability.Traces.Validate(os.Getenv); err != nil {
+		return err
 	}
 	if c.MemoryLimit == 0 {
 		c.MemoryLimit = 2*k.MaxInflightBytes + 256<<20

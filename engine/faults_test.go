@@ -129,6 +129,8 @@ clickhouse:
   addr: %s
   retry_max: 1s
 shutdown_timeout: 30s
+observability:
+  listen: 127.0.0.1:0
 `, s.e.kafka.Addr, s.name, s.topic, faultBudget, instance, s.e.wasm, s.table, s.table, filepath.Join(s.dir, "cache"), s.chAddr)
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		s.t.Fatal(err)

@@ -14,6 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluicehq/sluice/sinks/clickhouse"
 	"github.com/sluicehq/sluice/wasmhost"
@@ -32,6 +34,9 @@ type Pipeline struct {
 	dlq    *deadLetter
 	flow   *flowControl
 	stats  stats
+
+	tracer  trace.Tracer
+	metrics *metrics
 
 	pausedMu sync.Mutex
 	paused   map[topicPartition]bool // partitions paused for a failing module
@@ -60,9 +65,16 @@ func (tp topicPartition) String() string { return fmt.Sprintf("%s/%d", tp.topic,
 
 // New loads the module, connects to ClickHouse and Kafka and checks that the
 // module accepts the target tables. Every failure names what failed.
-func New(ctx context.Context, cfg Config, log *slog.Logger) (*Pipeline, error) {
+func New(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) (*Pipeline, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.tracerProvider == nil {
+		o.tracerProvider = otel.GetTracerProvider()
 	}
 	if log == nil {
 		log = slog.Default()
@@ -73,6 +85,8 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Pipeline, error) {
 		acks:    map[topicPartition]*partitionAcks{},
 		paused:  map[topicPartition]bool{},
 		failed:  make(chan struct{}),
+		tracer:  o.tracerProvider.Tracer(tracerName),
+		metrics: newMetrics(),
 	}
 	p.workCtx, p.cancelWork = context.WithCancel(context.Background())
 	if cfg.MemoryLimit > 0 && os.Getenv("GOMEMLIMIT") == "" {
@@ -314,8 +328,11 @@ func (p *Pipeline) pollLoop(ctx context.Context) {
 			}
 			last := fp.Records[len(fp.Records)-1]
 			w := p.worker(topicPartition{fp.Topic, fp.Partition})
+			w.acks.hwm.Store(fp.HighWatermark)
 			ack := w.acks.track(kgo.EpochOffset{Epoch: last.LeaderEpoch, Offset: last.Offset}, bytes)
-			w.submit(polledBatch{recs: fp.Records, ack: ack})
+			spanCtx, span := p.startConsume(fp)
+			ack.span = span.SpanContext()
+			w.submit(polledBatch{recs: fp.Records, ack: ack, ctx: spanCtx, span: span})
 		})
 		p.flow.check()
 		p.client.AllowRebalance()

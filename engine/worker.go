@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluicehq/sluice/sinks/clickhouse"
 	"github.com/sluicehq/sluice/wasmhost"
@@ -17,6 +19,8 @@ import (
 type polledBatch struct {
 	recs []*kgo.Record
 	ack  *batchAck
+	ctx  context.Context // carries the consume span
+	span trace.Span
 }
 
 // partitionWorker runs one partition's records through its own module
@@ -43,6 +47,8 @@ type partitionWorker struct {
 	openedAt time.Time // when the first row went into an open block
 
 	traps []time.Time // recent instance failures, for the crash-loop check
+
+	spanCtx context.Context // the consume span of the batch in hand
 }
 
 func newPartitionWorker(p *Pipeline, tp topicPartition, acks *partitionAcks) *partitionWorker {
@@ -144,6 +150,8 @@ func (w *partitionWorker) run() {
 // and the batch bisected until the records that fail on their own are found.
 func (w *partitionWorker) process(ctx context.Context, b polledBatch) error {
 	defer b.ack.Done()
+	defer b.span.End()
+	w.spanCtx = b.ctx
 	w.p.stats.recordsIn.Add(int64(len(b.recs)))
 	maxRecs, maxBytes := w.p.cfg.Module.MaxBatchRecords, int64(w.p.cfg.Module.MaxBatchBytes)
 	for recs := b.recs; len(recs) > 0; {
@@ -186,8 +194,16 @@ func (w *partitionWorker) transform(ctx context.Context, recs []*kgo.Record, ack
 		}
 		w.batch.Records = append(w.batch.Records, rec)
 	}
+	_, span := w.p.tracer.Start(w.spanCtx, "transform")
+	started := time.Now()
 	out, err := w.inst.Transform(ctx, &w.batch)
+	w.p.metrics.moduleSeconds.Observe(time.Since(started).Seconds())
 	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, "instance failed")
+		span.SetAttributes(attrModule.String(w.p.module.Name), attrModuleSHA.String(w.p.module.SHA256),
+			attrRecordsIn.Int(len(recs)))
+		span.End()
 		var trap *wasmhost.TrapError
 		if !errors.As(err, &trap) {
 			return fmt.Errorf("partition %s offsets %d-%d: %w", w.tp, recs[0].Offset, recs[len(recs)-1].Offset, err)
@@ -204,25 +220,34 @@ func (w *partitionWorker) transform(ctx context.Context, recs []*kgo.Record, ack
 		}
 		return w.transform(ctx, recs[mid:], ack)
 	}
+	rows, errored := 0, 0
+	defer func() {
+		span.SetAttributes(attrModule.String(w.p.module.Name), attrModuleSHA.String(w.p.module.SHA256),
+			attrRecordsIn.Int(len(recs)), attrRowsOut.Int(rows), attrErrored.Int(errored))
+		span.End()
+	}()
 	for i := 0; ; i++ {
 		res, ok := out.Next()
 		if !ok {
 			break
 		}
 		if res.Err != "" {
+			errored++
 			if err := w.deadLetter(ctx, recs[i], ack, res.Err); err != nil {
 				return err
 			}
 			continue
 		}
 		if err := w.appendRows(&res, ack); err != nil {
+			errored++
 			if err := w.deadLetter(ctx, recs[i], ack, err.Error()); err != nil {
 				return err
 			}
 			continue
 		}
-		w.p.stats.rowsOut.Add(int64(res.Rows()))
+		rows += res.Rows()
 	}
+	w.p.stats.rowsOut.Add(int64(rows))
 	return nil
 }
 
@@ -334,6 +359,7 @@ func (w *partitionWorker) rollback() {
 // seal sends table i's open block as a chunk and opens a new one.
 func (w *partitionWorker) seal(ctx context.Context, i int) error {
 	chunk := &clickhouse.Chunk{Block: w.blocks[i], Acks: w.holders[i]}
+	w.p.traceSeal(chunk)
 	w.blocks[i] = w.p.sink.NewBlock(w.p.tables[i])
 	w.holders[i] = nil
 	w.lastHeld[i] = nil

@@ -9,11 +9,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/internal/telemetry"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -96,7 +100,20 @@ func cmdRun(args []string, stderr io.Writer) int {
 		os.Exit(130)
 	}()
 
-	p, err := engine.New(ctx, cfg, log)
+	tp, shutdownTraces, err := telemetry.Setup(ctx, cfg.Observability.Traces, version)
+	if err != nil {
+		fmt.Fprintln(stderr, "sluice run:", err)
+		return 1
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := shutdownTraces(sctx); err != nil {
+			log.Warn("flushing traces", "err", err)
+		}
+	}()
+
+	p, err := engine.New(ctx, cfg, log, engine.WithTracerProvider(tp))
 	if err != nil {
 		if ctx.Err() != nil {
 			// A signal during startup: nothing was consumed, nothing to drain.
@@ -105,6 +122,17 @@ func cmdRun(args []string, stderr io.Writer) int {
 		}
 		fmt.Fprintln(stderr, "sluice run:", err)
 		return 1
+	}
+	if addr := cfg.Observability.Listen; addr != "off" {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			fmt.Fprintln(stderr, "sluice run: observability.listen:", err)
+			return 1
+		}
+		srv := &http.Server{Handler: p.Handler(), ReadHeaderTimeout: 5 * time.Second}
+		go func() { _ = srv.Serve(ln) }()
+		defer srv.Close()
+		log.Info("serving /metrics, /healthz and /readyz", "addr", ln.Addr().String())
 	}
 	if err := p.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		fmt.Fprintln(stderr, "sluice run:", err)

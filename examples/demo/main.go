@@ -95,6 +95,8 @@ module:
   cache_dir: %s
 clickhouse:
   addr: %s
+observability:
+  listen: 127.0.0.1:0
 `, kafka.Addr, absModule, filepath.Join(dir, "wasm-cache"), chs.Addr)
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		return err

@@ -1,0 +1,120 @@
+package engine
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// metrics are the pipeline's Prometheus metrics. Counters that the hot path
+// already keeps as atomics are read at scrape time by a collector, so
+// exporting them costs nothing per record.
+type metrics struct {
+	registry      *prometheus.Registry
+	moduleSeconds prometheus.Histogram
+}
+
+func newMetrics() *metrics {
+	m := &metrics{
+		registry: prometheus.NewRegistry(),
+		moduleSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "sluice_module_batch_seconds",
+			Help:    "Time the module took for one call (one batch of records).",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
+		}),
+	}
+	m.registry.MustRegister(m.moduleSeconds, prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	return m
+}
+
+// Handler serves /metrics (Prometheus text), /healthz and /readyz.
+func (p *Pipeline) Handler() http.Handler {
+	p.metrics.registry.MustRegister(&collector{p: p})
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(p.metrics.registry, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		select {
+		case <-p.failed:
+			http.Error(w, "failed: "+p.failErr.Error(), http.StatusServiceUnavailable)
+		default:
+			fmt.Fprintln(w, "ok")
+		}
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if ok, why := p.Ready(); !ok {
+			http.Error(w, why, http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	})
+	return mux
+}
+
+var (
+	descRecordsIn    = prometheus.NewDesc("sluice_records_in_total", "Records taken from Kafka into modules.", nil, nil)
+	descRowsOut      = prometheus.NewDesc("sluice_rows_out_total", "Rows the modules produced.", nil, nil)
+	descDeadLettered = prometheus.NewDesc("sluice_records_dead_lettered_total", "Records written to the dead-letter topic.", nil, nil)
+	descTraps        = prometheus.NewDesc("sluice_module_traps_total", "Module instance failures: traps, proc_exit, limit breaches, malformed output.", nil, nil)
+	descInstances    = prometheus.NewDesc("sluice_module_instances_started_total", "Module instances started (first ones and replacements).", nil, nil)
+	descInflight     = prometheus.NewDesc("sluice_inflight_bytes", "Estimated memory held by records between poll and commit.", nil, nil)
+	descBudget       = prometheus.NewDesc("sluice_inflight_budget_bytes", "The in-flight budget; fetching pauses at it.", nil, nil)
+	descPauses       = prometheus.NewDesc("sluice_fetch_pauses_total", "Times fetching was paused for backpressure.", nil, nil)
+	descResumes      = prometheus.NewDesc("sluice_fetch_resumes_total", "Times fetching was resumed.", nil, nil)
+	descPaused       = prometheus.NewDesc("sluice_partitions_module_paused", "Partitions paused because their module keeps failing.", nil, nil)
+	descLag          = prometheus.NewDesc("sluice_consumer_lag", "High watermark minus the next offset to commit.", []string{"topic", "partition"}, nil)
+	descQueueDepth   = prometheus.NewDesc("sluice_sink_queue_depth", "Sealed chunks waiting for a shard worker.", nil, nil)
+	descRowsInserted = prometheus.NewDesc("sluice_rows_inserted_total", "Rows inserted into ClickHouse.", nil, nil)
+	descInserts      = prometheus.NewDesc("sluice_inserts_total", "INSERT statements that succeeded.", nil, nil)
+	descInsertErrors = prometheus.NewDesc("sluice_insert_errors_total", "Insert attempts that failed (and were retried or stopped the pipeline).", nil, nil)
+)
+
+// collector reads the pipeline's counters at scrape time.
+type collector struct{ p *Pipeline }
+
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descRecordsIn, descRowsOut, descDeadLettered, descTraps, descInstances,
+		descInflight, descBudget, descPauses, descResumes, descPaused, descLag, descQueueDepth,
+		descRowsInserted, descInserts, descInsertErrors} {
+		ch <- d
+	}
+}
+
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	p := c.p
+	st := p.Stats()
+	counter := func(d *prometheus.Desc, v int64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v))
+	}
+	gauge := func(d *prometheus.Desc, v int64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(v), labels...)
+	}
+	counter(descRecordsIn, st.RecordsIn)
+	counter(descRowsOut, st.RowsOut)
+	counter(descDeadLettered, st.DeadLettered)
+	counter(descTraps, st.Traps)
+	counter(descInstances, st.Instances)
+	gauge(descInflight, st.InflightBytes)
+	gauge(descBudget, p.cfg.Kafka.MaxInflightBytes)
+	counter(descPauses, st.Pauses)
+	counter(descResumes, st.Resumes)
+	p.pausedMu.Lock()
+	gauge(descPaused, int64(len(p.paused)))
+	p.pausedMu.Unlock()
+	gauge(descQueueDepth, int64(st.Sink.QueueDepth))
+	counter(descRowsInserted, st.Sink.InsertedRows)
+	counter(descInserts, st.Sink.Inserts)
+	counter(descInsertErrors, st.Sink.InsertErrors)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for tp, a := range p.acks {
+		hwm := a.hwm.Load()
+		next, ok := a.watermark()
+		if !ok || hwm == 0 {
+			continue
+		}
+		gauge(descLag, hwm-next.Offset, tp.topic, strconv.Itoa(int(tp.partition)))
+	}
+}

@@ -1,0 +1,134 @@
+package engine
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/sluicehq/sluice/sinks/clickhouse"
+)
+
+const tracerName = "github.com/sluicehq/sluice/engine"
+
+// Option configures a Pipeline beyond its Config.
+type Option func(*options)
+
+type options struct {
+	tracerProvider trace.TracerProvider
+}
+
+// WithTracerProvider sets the provider of the pipeline's spans. Default:
+// the global provider.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(o *options) { o.tracerProvider = tp }
+}
+
+// Span attributes. Kafka attributes follow the OpenTelemetry messaging
+// semantic conventions; sluice's own are under sluice.*.
+var (
+	attrMessagingSystem = attribute.Key("messaging.system")
+	attrDestination     = attribute.Key("messaging.destination.name")
+	attrPartition       = attribute.Key("messaging.destination.partition.id")
+	attrOperation       = attribute.Key("messaging.operation.type")
+	attrBatchCount      = attribute.Key("messaging.batch.message_count")
+	attrConsumerGroup   = attribute.Key("messaging.consumer.group.name")
+	attrFirstOffset     = attribute.Key("sluice.kafka.offset.first")
+	attrLastOffset      = attribute.Key("sluice.kafka.offset.last")
+	attrModule          = attribute.Key("sluice.module.name")
+	attrModuleSHA       = attribute.Key("sluice.module.sha256")
+	attrRecordsIn       = attribute.Key("sluice.records.in")
+	attrRowsOut         = attribute.Key("sluice.rows.out")
+	attrErrored         = attribute.Key("sluice.records.errored")
+	attrTable           = attribute.Key("db.collection.name")
+	attrRows            = attribute.Key("sluice.rows")
+	attrBytes           = attribute.Key("sluice.bytes")
+)
+
+// maxProducerLinks bounds the links from a consume span to the producer
+// contexts found in its records' traceparent headers.
+const maxProducerLinks = 16
+
+// maxSealLinks bounds a seal span's links to the batches in its chunk.
+const maxSealLinks = 32
+
+// headerCarrier reads a record's headers as a propagation carrier.
+type headerCarrier []kgo.RecordHeader
+
+func (h headerCarrier) Get(key string) string {
+	for _, kv := range h {
+		if kv.Key == key {
+			return string(kv.Value)
+		}
+	}
+	return ""
+}
+func (h headerCarrier) Set(string, string) {}
+func (h headerCarrier) Keys() []string {
+	keys := make([]string, len(h))
+	for i, kv := range h {
+		keys[i] = kv.Key
+	}
+	return keys
+}
+
+var traceContext = propagation.TraceContext{}
+
+// startConsume starts the consume span of one polled partition batch, linked
+// to the producers' trace contexts.
+func (p *Pipeline) startConsume(fp kgo.FetchTopicPartition) (context.Context, trace.Span) {
+	recs := fp.Records
+	opts := []trace.SpanStartOption{
+		trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithAttributes(
+			attrMessagingSystem.String("kafka"),
+			attrOperation.String("process"),
+			attrDestination.String(fp.Topic),
+			attrPartition.Int(int(fp.Partition)),
+			attrConsumerGroup.String(p.cfg.Kafka.Group),
+			attrBatchCount.Int(len(recs)),
+			attrFirstOffset.Int64(recs[0].Offset),
+			attrLastOffset.Int64(recs[len(recs)-1].Offset),
+		),
+	}
+	ctx, span := p.tracer.Start(context.Background(), "consume", opts...)
+	if !span.IsRecording() {
+		return ctx, span
+	}
+	links := 0
+	for _, r := range recs {
+		if len(r.Headers) == 0 {
+			continue
+		}
+		sc := trace.SpanContextFromContext(traceContext.Extract(context.Background(), headerCarrier(r.Headers)))
+		if sc.IsValid() {
+			span.AddLink(trace.Link{SpanContext: sc})
+			if links++; links == maxProducerLinks {
+				break
+			}
+		}
+	}
+	return ctx, span
+}
+
+// traceSeal records a seal span for a chunk, linked to the batches whose
+// rows it carries.
+func (p *Pipeline) traceSeal(c *clickhouse.Chunk) {
+	var links []trace.Link
+	for _, a := range c.Acks {
+		if b, ok := a.(*batchAck); ok && b.span.IsValid() {
+			links = append(links, trace.Link{SpanContext: b.span})
+			if len(links) == maxSealLinks {
+				break
+			}
+		}
+	}
+	_, span := p.tracer.Start(context.Background(), "seal", trace.WithLinks(links...), trace.WithAttributes(
+		attrTable.String(c.Block.Table().FullName()),
+		attrRows.Int(c.Block.Rows()),
+		attrBytes.Int(c.Block.Size()),
+	))
+	span.End()
+}
