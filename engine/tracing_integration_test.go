@@ -304,4 +304,3 @@ func status(t *testing.T, url string) int {
 	resp.Body.Close()
 	return resp.StatusCode
 }
-
