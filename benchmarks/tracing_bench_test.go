@@ -1,0 +1,138 @@
+package benchmarks
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/internal/loggen"
+	"github.com/sluicehq/sluice/internal/testinfra"
+	"github.com/sluicehq/sluice/internal/wasmbuild"
+)
+
+// BenchmarkTracingOverhead drains the same prefilled topic through the
+// pipeline with tracing off, at 1% sampling and at 100%, interleaved in one
+// run, and reports landed rows/s for each. Spans go to a discarding exporter
+// through the SDK's batch span processor, as in production.
+func BenchmarkTracingOverhead(b *testing.B) {
+	const records, partitions = 200_000, 4
+	ch := testinfra.ClickHouseT(b)
+	kafka := testinfra.KafkaT(b)
+	wasm := wasmbuild.BuildT(b, "examples/log-normalize")
+	ddl, err := os.ReadFile(filepath.Join(wasmbuild.RepoRoot(), "examples/log-normalize/schema.sql"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := kafka.CreateTopic(ctx, "logs", partitions); err != nil {
+		b.Fatal(err)
+	}
+	cl, err := kafka.NewClient(kgo.DefaultProduceTopic("logs"), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()), kgo.ProducerLinger(5*time.Millisecond))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := 0; i < records; i++ {
+		cl.Produce(ctx, &kgo.Record{Value: loggen.Generate(9, i).JSON}, nil)
+	}
+	if err := cl.Flush(ctx); err != nil {
+		b.Fatal(err)
+	}
+	cl.Close()
+	cache := b.TempDir()
+
+	modes := []struct {
+		name  string
+		ratio float64 // <0: tracing off
+	}{{"off", -1}, {"1pct", 0.01}, {"100pct", 1}}
+	results := map[string][]float64{}
+	run := 0
+	for i := 0; i < b.N; i++ {
+		for _, m := range modes {
+			run++
+			table := fmt.Sprintf("logs_%d", run)
+			if err := ch.Exec(ctx, strings.Replace(string(ddl), "CREATE TABLE logs", "CREATE TABLE "+table, 1)); err != nil {
+				b.Fatal(err)
+			}
+			cfg := engine.Config{
+				Kafka:  engine.KafkaConfig{Brokers: []string{kafka.Addr}, Group: table, Topics: []string{"logs"}},
+				Module: engine.ModuleConfig{Path: wasm, Tables: []string{table}, Params: map[string]string{"table": table}, CacheDir: cache},
+			}
+			cfg.ClickHouse.Addr = ch.Addr
+			cfg.Observability.Listen = "off"
+			var opts []engine.Option
+			var tp *trace.TracerProvider
+			if m.ratio < 0 {
+				opts = append(opts, engine.WithTracerProvider(noop.NewTracerProvider()))
+			} else {
+				tp = trace.NewTracerProvider(
+					trace.WithBatcher(discard{}),
+					trace.WithSampler(trace.ParentBased(trace.TraceIDRatioBased(m.ratio))))
+				opts = append(opts, engine.WithTracerProvider(tp))
+			}
+			runCtx, cancel := context.WithCancel(ctx)
+			p, err := engine.New(runCtx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), opts...)
+			if err != nil {
+				b.Fatal(err)
+			}
+			done := make(chan error, 1)
+			start := time.Now()
+			go func() { done <- p.Run(runCtx) }()
+			for {
+				out, err := ch.Query(ctx, "SELECT count() FROM "+table)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if n, _ := strconv.Atoi(strings.TrimSpace(out)); n >= records {
+					break
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			elapsed := time.Since(start)
+			cancel()
+			if err := <-done; err != nil {
+				b.Fatal(err)
+			}
+			if tp != nil {
+				_ = tp.Shutdown(ctx)
+			}
+			results[m.name] = append(results[m.name], float64(records)/elapsed.Seconds())
+		}
+	}
+	base := median(results["off"])
+	for _, m := range modes {
+		v := median(results[m.name])
+		b.ReportMetric(v, m.name+"_rows/s")
+		if m.name != "off" {
+			b.ReportMetric(100*(base-v)/base, m.name+"_cost_%")
+		}
+	}
+}
+
+// discard is a span exporter that drops spans after the SDK has built them.
+type discard struct{}
+
+func (discard) ExportSpans(context.Context, []trace.ReadOnlySpan) error { return nil }
+func (discard) Shutdown(context.Context) error                          { return nil }
+
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
