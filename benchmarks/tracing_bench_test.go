@@ -127,7 +127,6 @@ type discard struct{}
 func (discard) ExportSpans(context.Context, []trace.ReadOnlySpan) error { return nil }
 func (discard) Shutdown(context.Context) error                          { return nil }
 
-
 func median(v []float64) float64 {
 	if len(v) == 0 {
 		return 0
