@@ -34,6 +34,7 @@ type partitionAcks struct {
 // it: one while it is transformed, plus one per chunk holding its rows.
 type batchAck struct {
 	p       *partitionAcks
+	first   int64           // offset of the batch's first record
 	last    kgo.EpochOffset // offset of the batch's last record
 	bytes   int64
 	span    trace.SpanContext // the batch's consume span
@@ -43,8 +44,8 @@ type batchAck struct {
 
 // track registers a batch whose last record is at last and whose records
 // take bytes; the batch starts with one hold, released by Done.
-func (p *partitionAcks) track(last kgo.EpochOffset, bytes int64) *batchAck {
-	b := &batchAck{p: p, last: last, bytes: bytes}
+func (p *partitionAcks) track(first int64, last kgo.EpochOffset, bytes int64) *batchAck {
+	b := &batchAck{p: p, first: first, last: last, bytes: bytes}
 	if p.budget != nil {
 		p.budget.add(bytes)
 	}
@@ -54,6 +55,12 @@ func (p *partitionAcks) track(last kgo.EpochOffset, bytes int64) *batchAck {
 	p.batches = append(p.batches, b)
 	p.mu.Unlock()
 	return b
+}
+
+// Range is the batch's topic, partition and offsets, for the sink's
+// insert deduplication token.
+func (b *batchAck) Range() (topic string, partition int32, first, last int64) {
+	return b.p.topic, b.p.partition, b.first, b.last.Offset
 }
 
 // SpanContext is the batch's consume span, for the flush span's links.

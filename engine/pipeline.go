@@ -329,7 +329,7 @@ func (p *Pipeline) pollLoop(ctx context.Context) {
 			last := fp.Records[len(fp.Records)-1]
 			w := p.worker(topicPartition{fp.Topic, fp.Partition})
 			w.acks.hwm.Store(fp.HighWatermark)
-			ack := w.acks.track(kgo.EpochOffset{Epoch: last.LeaderEpoch, Offset: last.Offset}, bytes)
+			ack := w.acks.track(fp.Records[0].Offset, kgo.EpochOffset{Epoch: last.LeaderEpoch, Offset: last.Offset}, bytes)
 			spanCtx, span := p.startConsume(fp)
 			ack.span = span.SpanContext()
 			w.submit(polledBatch{recs: fp.Records, ack: ack, ctx: spanCtx, span: span})
