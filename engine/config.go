@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/telemetry"
 	"github.com/sluicehq/sluice/sinks/clickhouse"
+	"github.com/sluicehq/sluice/wasmhost"
 )
 
 // Config is a pipeline's configuration, read from YAML by LoadConfig.
@@ -106,6 +107,8 @@ type ModuleConfig struct {
 	// Tables are the ClickHouse tables the module writes, in the order of
 	// the module's table indexes. Required.
 	Tables []string `yaml:"tables"`
+	// Limits bound each instance of the module.
+	Limits ModuleLimits `yaml:"limits"`
 	// MaxBatchRecords and MaxBatchBytes bound one call into the module: a
 	// larger poll is handed over in several calls. They bound the guest's
 	// memory. Defaults 1000 records and 1 MiB.
@@ -121,6 +124,30 @@ type ModuleConfig struct {
 	// CacheDir keeps compiled modules across restarts. Default: the user's
 	// cache directory + /sluice/wasm; "off" disables it.
 	CacheDir string `yaml:"cache_dir"`
+}
+
+// ModuleLimits are the sandbox limits of a module's instances. A breach
+// fails the instance, which is replaced; the batch is bisected and the
+// record that causes it is dead-lettered.
+type ModuleLimits struct {
+	// MemoryBytes caps an instance's linear memory. Default 128 MiB.
+	MemoryBytes uint64 `yaml:"memory_bytes"`
+	// Deadline bounds one call into the module (one batch). Default 5s.
+	Deadline time.Duration `yaml:"deadline"`
+	// MaxRowsPerRecord caps the rows one record may produce. Default 1000.
+	MaxRowsPerRecord int `yaml:"max_rows_per_record"`
+	// MaxOutputBytes caps one call's output. Default 64 MiB.
+	MaxOutputBytes int `yaml:"max_output_bytes"`
+	// MaxRecordBytes caps one input record (key, value, headers); a larger
+	// record is dead-lettered without reaching the module. Default 4 MiB.
+	MaxRecordBytes int `yaml:"max_record_bytes"`
+}
+
+func (l ModuleLimits) wasmhost() wasmhost.Limits {
+	return wasmhost.Limits{
+		MemoryBytes: l.MemoryBytes, Deadline: l.Deadline, MaxRowsPerRecord: l.MaxRowsPerRecord,
+		MaxOutputBytes: l.MaxOutputBytes, MaxRecordBytes: l.MaxRecordBytes,
+	}
 }
 
 // LoadConfig reads a YAML config file, substituting ${VAR} and
@@ -230,6 +257,12 @@ func (c *Config) Validate() error {
 	}
 	if len(m.Tables) > 65535 {
 		return fmt.Errorf("module.tables: at most 65535 tables")
+	}
+	if l := m.Limits; l.Deadline < 0 || l.MaxRowsPerRecord < 0 || l.MaxOutputBytes < 0 || l.MaxRecordBytes < 0 {
+		return fmt.Errorf("module.limits: deadline, max_rows_per_record, max_output_bytes and max_record_bytes must be positive")
+	}
+	if l := m.Limits.MemoryBytes; l != 0 && (l < 64<<10 || l > 4<<30) {
+		return fmt.Errorf("module.limits.memory_bytes: %d is not between 64 KiB and 4 GiB", l)
 	}
 	if m.MaxBatchRecords == 0 {
 		m.MaxBatchRecords = 1000

@@ -158,7 +158,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) (*Pi
 	if p.rt, err = wasmhost.NewRuntime(ctx, wasmhost.Config{CacheDir: cacheDir, Logger: log}); err != nil {
 		return nil, err
 	}
-	if p.module, err = p.rt.Load(ctx, cfg.Module.Name, wasm); err != nil {
+	if p.module, err = p.rt.LoadWithLimits(ctx, cfg.Module.Name, wasm, cfg.Module.Limits.wasmhost()); err != nil {
 		return nil, fmt.Errorf("module.path %s: %w", cfg.Module.Path, err)
 	}
 	// A module that refuses the tables fails startup, not the first batch.

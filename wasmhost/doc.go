@@ -1,6 +1,37 @@
 // Package wasmhost runs tenant normalization modules in a wazero sandbox
-// and implements the host side of the sluice guest ABI (guest-sdk/ABI.md).
+// and implements the host side of the sluice guest ABI (guest-sdk/ABI.md):
+// compilation (once per module and limits, cached), the sandbox, limits,
+// instances and the classification of their failures.
 //
-// A Runtime compiles each module once per sha256; an Instance belongs to one
-// goroutine (a partition worker) and is not safe for concurrent use.
+// Concurrency: a Runtime and its Modules are safe for concurrent use; an
+// Instance belongs to one goroutine (a partition worker). A Runtime owns one
+// goroutine, the watchdog that interrupts calls past their deadline; Close
+// stops it.
+//
+// # Limits
+//
+// Each module has Limits (memory, per-call deadline, rows per record, output
+// bytes per batch, input record size), from Config.Limits or
+// LoadWithLimits. A breach fails the instance with a *TrapError whose Limit
+// says which; an oversized input record is instead a record error in its
+// place in the Output, and the module never sees it.
+//
+// # Deadline
+//
+// Load rewrites every module before compiling it (package
+// wasmhost/internal/instrument) so that loop headers and calls count down a
+// budget and, every few thousand steps, check an interrupt flag and yield
+// to the Go scheduler. The watchdog sets the flag when a call passes its
+// deadline or its context ends. This costs a Go guest 16–19% where wazero's
+// WithCloseOnContextDone costs 6–7× (11× in DESIGN.md); see
+// docs/adr/0002-batch-deadline.md
+// and BenchmarkDeadline.
+//
+// # Sandbox
+//
+// An instance has no filesystem, no arguments, no environment, a real clock,
+// crypto/rand randomness, stdout and stderr logged (rate-limited), and WASI
+// sleeps that end at the deadline. It may import the WASI preview 1
+// functions but sockets (AllowedWASI) and sluice.log; Load refuses any other
+// import, naming it. proc_exit fails the instance with an ExitError.
 package wasmhost

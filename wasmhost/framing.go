@@ -74,18 +74,37 @@ func (b *Batch) encode(buf []byte) {
 	}
 }
 
-// Output is a module's validated output for one batch. It reads guest
-// memory: it is valid until the next call on the instance that made it.
+// size is what Limits.MaxRecordBytes measures: the record's key, value and
+// header keys and values.
+func (r *Record) size() int {
+	n := len(r.Key) + len(r.Value)
+	for _, h := range r.Headers {
+		n += len(h.Key) + len(h.Value)
+	}
+	return n
+}
+
+// Output is a module's validated output for one batch: one result per input
+// record, in order. It reads guest memory: it is valid until the next call
+// on the instance that made it.
 type Output struct {
 	raw []byte
 	pos int
-	n   int
+
+	total int       // results in all
+	next  int       // index of the next result
+	skip  []skipped // records not handed to the module, by index
+	limit int       // Limits.MaxRecordBytes, for their message
 }
+
+// skipped is a record over Limits.MaxRecordBytes.
+type skipped struct{ index, size int }
 
 // RecordResult is one input record's outcome: an error message, or rows.
 type RecordResult struct {
-	// Err is the module's message for a record it could not normalize;
-	// empty when the record succeeded.
+	// Err is the module's message for a record it could not normalize (at
+	// most MaxErrorMessage bytes of it), or the host's for a record over
+	// Limits.MaxRecordBytes; empty when the record succeeded.
 	Err   string
 	rows  []byte
 	nrows int
@@ -108,18 +127,27 @@ func (r *RecordResult) NextRow() (table int, row []byte, ok bool) {
 	return table, row, true
 }
 
+// Len is the number of results, the number of records of the batch.
+func (o *Output) Len() int { return o.total }
+
 // Next returns the next record's result, in input order.
 func (o *Output) Next() (RecordResult, bool) {
-	if o.n == 0 {
+	if o.next >= o.total {
 		return RecordResult{}, false
 	}
-	o.n--
+	i := o.next
+	o.next++
+	if len(o.skip) > 0 && o.skip[0].index == i {
+		s := o.skip[0]
+		o.skip = o.skip[1:]
+		return RecordResult{Err: fmt.Sprintf("record of %d bytes is over the module's limit of %d bytes (key, value and headers); it was not passed to the module", s.size, o.limit)}, true
+	}
 	le := binary.LittleEndian
 	status := o.raw[o.pos]
 	o.pos++
 	if status == 1 {
 		n := int(le.Uint32(o.raw[o.pos:]))
-		msg := string(o.raw[o.pos+4 : o.pos+4+n])
+		msg := capMessage(o.raw[o.pos+4 : o.pos+4+n])
 		o.pos += 4 + n
 		if msg == "" {
 			msg = "module reported an error without a message"
@@ -137,57 +165,76 @@ func (o *Output) Next() (RecordResult, bool) {
 
 var errTruncated = errors.New("output ends early")
 
-// parseOutput checks the whole output's framing once, so that iterating it
-// later cannot go out of bounds.
-func parseOutput(raw []byte, records int) (Output, error) {
+// limitError is an output that breaks one of the output limits.
+type limitError struct {
+	limit Limit
+	err   error
+}
+
+func (e *limitError) Error() string { return e.err.Error() }
+func (e *limitError) Unwrap() error { return e.err }
+
+// parseOutput checks the whole output's framing and the output limits once,
+// so that iterating it later cannot go out of bounds, and points out at it.
+func parseOutput(out *Output, raw []byte, records int, lim Limits) error {
 	le := binary.LittleEndian
+	if len(raw) > lim.MaxOutputBytes {
+		return &limitError{LimitOutputBytes, fmt.Errorf("%w: %d bytes of output for %d records; the limit is %d",
+			ErrOutputLimit, len(raw), records, lim.MaxOutputBytes)}
+	}
+	malformed := func(err error) error { return fmt.Errorf("%w: %w", ErrMalformedOutput, err) }
 	if len(raw) < 4 {
-		return Output{}, errTruncated
+		return malformed(errTruncated)
 	}
 	if n := int(le.Uint32(raw)); n != records {
-		return Output{}, fmt.Errorf("output has %d records for %d input records", n, records)
+		return malformed(fmt.Errorf("output has %d records for %d input records", n, records))
 	}
 	p := 4
 	for i := 0; i < records; i++ {
 		if p >= len(raw) {
-			return Output{}, fmt.Errorf("record %d: %w", i, errTruncated)
+			return malformed(fmt.Errorf("record %d: %w", i, errTruncated))
 		}
 		status := raw[p]
 		p++
 		switch status {
 		case 0:
 			if len(raw)-p < 4 {
-				return Output{}, fmt.Errorf("record %d: %w", i, errTruncated)
+				return malformed(fmt.Errorf("record %d: %w", i, errTruncated))
 			}
-			nrows := int(le.Uint32(raw[p:]))
+			nrows := uint64(le.Uint32(raw[p:]))
 			p += 4
-			for j := 0; j < nrows; j++ {
+			if nrows > uint64(lim.MaxRowsPerRecord) {
+				return &limitError{LimitOutputRows, fmt.Errorf("%w: record %d produced %d rows; the limit is %d per record",
+					ErrOutputLimit, i, nrows, lim.MaxRowsPerRecord)}
+			}
+			for j := 0; j < int(nrows); j++ {
 				if len(raw)-p < 6 {
-					return Output{}, fmt.Errorf("record %d row %d: %w", i, j, errTruncated)
+					return malformed(fmt.Errorf("record %d row %d: %w", i, j, errTruncated))
 				}
-				n := int(le.Uint32(raw[p+2:]))
+				n := uint64(le.Uint32(raw[p+2:]))
 				p += 6
-				if n < 0 || n > len(raw)-p {
-					return Output{}, fmt.Errorf("record %d row %d: length %d past the end", i, j, n)
+				if n > uint64(len(raw)-p) {
+					return malformed(fmt.Errorf("record %d row %d: length %d past the end", i, j, n))
 				}
-				p += n
+				p += int(n)
 			}
 		case 1:
 			if len(raw)-p < 4 {
-				return Output{}, fmt.Errorf("record %d: %w", i, errTruncated)
+				return malformed(fmt.Errorf("record %d: %w", i, errTruncated))
 			}
-			n := int(le.Uint32(raw[p:]))
+			n := uint64(le.Uint32(raw[p:]))
 			p += 4
-			if n < 0 || n > len(raw)-p {
-				return Output{}, fmt.Errorf("record %d: message length %d past the end", i, n)
+			if n > uint64(len(raw)-p) {
+				return malformed(fmt.Errorf("record %d: message length %d past the end", i, n))
 			}
-			p += n
+			p += int(n)
 		default:
-			return Output{}, fmt.Errorf("record %d: status %d is neither 0 nor 1", i, status)
+			return malformed(fmt.Errorf("record %d: status %d is neither 0 nor 1", i, status))
 		}
 	}
 	if p != len(raw) {
-		return Output{}, fmt.Errorf("%d bytes after the last record", len(raw)-p)
+		return malformed(fmt.Errorf("%d bytes after the last record", len(raw)-p))
 	}
-	return Output{raw: raw, pos: 4, n: records}, nil
+	out.raw, out.pos = raw, 4
+	return nil
 }

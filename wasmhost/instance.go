@@ -2,15 +2,20 @@ package wasmhost
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
 	"time"
+	"unicode/utf8"
 
+	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/sys"
+
+	"github.com/sluicehq/sluice/wasmhost/internal/instrument"
 )
 
 // Instance is one running copy of a module, owned by one goroutine.
@@ -18,9 +23,23 @@ type Instance struct {
 	module *Module
 	mod    api.Module
 	mem    api.Memory
+	lim    Limits
 
 	fnVersion, fnAlloc, fnInit, fnTransform api.Function
 	stack                                   []uint64
+
+	// oom is set by the instrumented memory.grow when a grow fails.
+	oom   api.Global
+	watch callWatch
+	// failed is the TrapError that ended the instance; later calls return it.
+	failed error
+
+	// inPtr and inSize are the last buffer sluice_alloc handed out: inputs up
+	// to inSize bytes are written there without calling sluice_alloc again.
+	inPtr, inSize uint32
+
+	sub      Batch     // the batch without its oversized records
+	oversize []skipped // the records taken out of the current batch
 }
 
 // TableSchema is a target table handed to a module at init: the columns its
@@ -42,7 +61,9 @@ type InitConfig struct {
 // ErrRefused wraps a module's refusal of its init configuration.
 var ErrRefused = errors.New("module refused its configuration")
 
-// Instantiate starts an instance and initialises it with cfg.
+// Instantiate starts an instance and initialises it with cfg. A module that
+// refuses cfg returns an error wrapping ErrRefused; one that fails while
+// starting returns a *TrapError.
 func (m *Module) Instantiate(ctx context.Context, cfg InitConfig) (*Instance, error) {
 	in, err := m.instantiate(ctx)
 	if err != nil {
@@ -55,28 +76,55 @@ func (m *Module) Instantiate(ctx context.Context, cfg InitConfig) (*Instance, er
 	return in, nil
 }
 
+// instantiate starts an instance and runs its start function and
+// _initialize (a Go guest's runtime and package init) under the deadline.
 func (m *Module) instantiate(ctx context.Context) (*Instance, error) {
 	r := m.rt
 	name := fmt.Sprintf("%s#%d", m.Name, r.seq.Add(1))
-	out := newLineLogger(r.log, slog.LevelInfo, m.Name, "stdout")
-	errw := newLineLogger(r.log, slog.LevelWarn, m.Name, "stderr")
-	mod, err := r.rt.InstantiateModule(ctx, m.code, r.sandboxConfig(name, out, errw))
+	in := &Instance{module: m, lim: m.Limits, stack: make([]uint64, 2)}
+	in.watch.wake = make(chan struct{}, 1)
+	cfg := wazero.NewModuleConfig().
+		WithName(name).
+		WithStartFunctions(). // run below, under the deadline
+		WithSysWalltime().WithSysNanotime().
+		WithNanosleep(in.nanosleep).
+		WithRandSource(rand.Reader).
+		WithStdout(m.stdout).WithStderr(m.stderr)
+	mod, err := m.sandbox.InstantiateModule(ctx, m.code, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("module %s: instantiate: %w", m.Name, err)
 	}
-	in := &Instance{
-		module:      m,
-		mod:         mod,
-		mem:         mod.Memory(),
-		fnVersion:   mod.ExportedFunction("sluice_abi_version"),
-		fnAlloc:     mod.ExportedFunction("sluice_alloc"),
-		fnInit:      mod.ExportedFunction("sluice_init"),
-		fnTransform: mod.ExportedFunction("sluice_transform"),
-		stack:       make([]uint64, 2),
+	in.mod = mod
+	r.instances.Store(name, m)
+	fail := func(err error) (*Instance, error) {
+		_ = in.Close(ctx)
+		return nil, err
 	}
+	in.mem = mod.Memory()
+	in.fnVersion = mod.ExportedFunction("sluice_abi_version")
+	in.fnAlloc = mod.ExportedFunction("sluice_alloc")
+	in.fnInit = mod.ExportedFunction("sluice_init")
+	in.fnTransform = mod.ExportedFunction("sluice_transform")
 	if in.mem == nil {
-		_ = mod.Close(ctx)
-		return nil, fmt.Errorf("module %s: exports no memory", m.Name)
+		return fail(fmt.Errorf("module %s: exports no memory", m.Name))
+	}
+	if m.instrumented {
+		var ok bool
+		if in.watch.interrupt, ok = mod.ExportedGlobal(instrument.InterruptGlobal).(api.MutableGlobal); !ok {
+			return fail(fmt.Errorf("module %s: the instrumentation's interrupt global is missing", m.Name))
+		}
+		if in.watch.budget, ok = mod.ExportedGlobal(instrument.BudgetGlobal).(api.MutableGlobal); !ok {
+			return fail(fmt.Errorf("module %s: the instrumentation's budget global is missing", m.Name))
+		}
+		in.oom = mod.ExportedGlobal(instrument.OOMGlobal)
+		r.watchdog.add(&in.watch)
+	}
+	for _, start := range []string{instrument.StartFunc, "_initialize"} {
+		if fn := mod.ExportedFunction(start); fn != nil {
+			if _, err := in.call(ctx, fn, start); err != nil {
+				return fail(err)
+			}
+		}
 	}
 	return in, nil
 }
@@ -85,61 +133,102 @@ func (m *Module) instantiate(ctx context.Context) (*Instance, error) {
 func (in *Instance) Module() *Module { return in.module }
 
 // Close discards the instance.
-func (in *Instance) Close(ctx context.Context) error { return in.mod.Close(ctx) }
+func (in *Instance) Close(ctx context.Context) error {
+	in.module.rt.watchdog.remove(&in.watch)
+	in.module.rt.instances.Delete(in.mod.Name())
+	return in.mod.Close(ctx)
+}
 
-// call invokes fn with the instance's reusable stack.
-func (in *Instance) call(ctx context.Context, fn api.Function, params ...uint64) (uint64, error) {
+// call invokes fn with the instance's reusable stack, under the deadline.
+// what names the call in errors.
+func (in *Instance) call(ctx context.Context, fn api.Function, what string, params ...uint64) (uint64, error) {
+	if in.failed != nil {
+		return 0, in.failed
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("module %s: %s: %w", in.module.Name, what, err)
+	}
 	copy(in.stack, params)
-	if err := fn.CallWithStack(ctx, in.stack); err != nil {
-		return 0, trapError(in.module.Name, err)
+	in.watch.arm(ctx, in.lim.Deadline)
+	err := fn.CallWithStack(ctx, in.stack)
+	fired := in.watch.disarm(err == nil)
+	if err != nil {
+		in.failed = in.classify(ctx, err, what, fired)
+		return 0, in.failed
 	}
 	return in.stack[0], nil
 }
 
-// TrapError is an instance failure: a trap, proc_exit, a limit, or output
-// that breaks the ABI. The instance must be discarded.
-type TrapError struct {
-	Module string
-	Err    error
-}
-
-func (e *TrapError) Error() string { return fmt.Sprintf("module %s: %v", e.Module, e.Err) }
-func (e *TrapError) Unwrap() error { return e.Err }
-
-func trapError(module string, err error) error {
+// classify turns a failed call into a TrapError naming its cause.
+func (in *Instance) classify(ctx context.Context, err error, what string, fired interruptCause) error {
+	name := in.module.Name
 	var exit *sys.ExitError
-	if errors.As(err, &exit) {
-		return &TrapError{Module: module, Err: fmt.Errorf("proc_exit(%d)", exit.ExitCode())}
+	isExit := errors.As(err, &exit)
+	var cause error = err
+	if isExit {
+		cause = &ExitError{Code: exit.ExitCode()}
 	}
-	return &TrapError{Module: module, Err: err}
+	switch {
+	case in.oom != nil && in.oom.Get() != 0:
+		// A failed grow the guest survived does not count: the flag stays
+		// set only if the call failed, and the instance is not called again.
+		return &TrapError{Module: name, Limit: LimitMemory, Err: fmt.Errorf("%s: %w: a memory.grow past %s failed, then: %w",
+			what, ErrMemoryLimit, formatBytes(in.lim.MemoryBytes), cause)}
+	case fired == causeDeadline:
+		return &TrapError{Module: name, Limit: LimitDeadline, Err: fmt.Errorf("%s: %w: still running after %v (interrupted)",
+			what, ErrDeadline, in.lim.Deadline)}
+	case fired == causeContext:
+		return &TrapError{Module: name, Err: fmt.Errorf("%s: interrupted: %w", what, context.Cause(ctx))}
+	case isExit:
+		return &TrapError{Module: name, Err: fmt.Errorf("%s: %w", what, cause)}
+	}
+	return &TrapError{Module: name, Err: fmt.Errorf("%s: %w", what, err)}
 }
 
-// input returns a guest buffer of n bytes for the next call.
+func formatBytes(n uint64) string {
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return fmt.Sprintf("%d GiB", n>>30)
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
+// input returns a guest buffer of n bytes for the next call. sluice_alloc's
+// buffer stays the host's until the next sluice_alloc, so it is called only
+// when an input outgrows the last one.
 func (in *Instance) input(ctx context.Context, n int) (uint32, []byte, error) {
 	if n > 1<<30 {
-		return 0, nil, fmt.Errorf("input of %d bytes is too large", n)
+		return 0, nil, fmt.Errorf("module %s: input of %d bytes is too large", in.module.Name, n)
 	}
-	ptr, err := in.call(ctx, in.fnAlloc, uint64(n))
-	if err != nil {
-		return 0, nil, err
+	if uint32(n) > in.inSize || in.inSize == 0 {
+		ptr, err := in.call(ctx, in.fnAlloc, "sluice_alloc", uint64(n))
+		if err != nil {
+			return 0, nil, err
+		}
+		in.inPtr, in.inSize = uint32(ptr), uint32(n)
 	}
-	p := uint32(ptr)
-	buf, ok := in.mem.Read(p, uint32(n))
+	buf, ok := in.mem.Read(in.inPtr, uint32(n))
 	if !ok {
-		return 0, nil, &TrapError{Module: in.module.Name, Err: fmt.Errorf("sluice_alloc(%d) returned %#x, outside memory", n, p)}
+		in.failed = &TrapError{Module: in.module.Name, Err: fmt.Errorf("sluice_alloc(%d) returned %#x, outside memory", n, in.inPtr)}
+		return 0, nil, in.failed
 	}
-	return p, buf, nil
+	return in.inPtr, buf, nil
 }
 
 // result reads a packed (ptr<<32 | len) result from guest memory.
-func (in *Instance) result(packed uint64) ([]byte, error) {
+func (in *Instance) result(packed uint64, what string) ([]byte, error) {
 	ptr, n := uint32(packed>>32), uint32(packed)
 	if n == 0 {
 		return nil, nil
 	}
 	b, ok := in.mem.Read(ptr, n)
 	if !ok {
-		return nil, &TrapError{Module: in.module.Name, Err: fmt.Errorf("result [%#x, +%d) is outside memory", ptr, n)}
+		in.failed = &TrapError{Module: in.module.Name, Err: fmt.Errorf("%s: %w: result [%#x, +%d) is outside memory", what, ErrMalformedOutput, ptr, n)}
+		return nil, in.failed
 	}
 	return b, nil
 }
@@ -151,39 +240,91 @@ func (in *Instance) init(ctx context.Context, cfg InitConfig) error {
 		return err
 	}
 	copy(buf, payload)
-	packed, err := in.call(ctx, in.fnInit, uint64(ptr), uint64(len(payload)))
+	packed, err := in.call(ctx, in.fnInit, "sluice_init", uint64(ptr), uint64(len(payload)))
 	if err != nil {
 		return err
 	}
-	msg, err := in.result(packed)
+	msg, err := in.result(packed, "sluice_init")
 	if err != nil {
 		return err
 	}
 	if len(msg) > 0 {
-		return fmt.Errorf("module %s: %w: %s", in.module.Name, ErrRefused, msg)
+		return fmt.Errorf("module %s: %w: %s", in.module.Name, ErrRefused, capMessage(msg))
 	}
 	return nil
 }
 
-// Transform runs one batch through the module. The returned Output reads
-// guest memory and is valid until the next call on the instance.
+// capMessage keeps the first MaxErrorMessage bytes of a guest message, cut
+// at a character boundary.
+func capMessage(b []byte) string {
+	if len(b) <= MaxErrorMessage {
+		return string(b)
+	}
+	n := MaxErrorMessage
+	for n > MaxErrorMessage-utf8.UTFMax && !utf8.RuneStart(b[n]) {
+		n--
+	}
+	return string(b[:n]) + " …(truncated)"
+}
+
+// Transform runs one batch through the module. The returned Output has one
+// result per record of b, in order, and is valid until the next call on the
+// instance (it reads guest memory).
+//
+// A record over Limits.MaxRecordBytes is not handed to the module: its
+// result is a record error. A *TrapError (a trap, a proc_exit, a breached
+// limit, malformed output) fails the whole batch and the instance, which
+// must be closed; later calls return the same error.
 func (in *Instance) Transform(ctx context.Context, b *Batch) (Output, error) {
-	ptr, buf, err := in.input(ctx, b.encodedSize())
+	if in.failed != nil {
+		return Output{}, in.failed
+	}
+	batch := b
+	in.oversize = in.oversize[:0]
+	for i := range b.Records {
+		if n := b.Records[i].size(); n > in.lim.MaxRecordBytes {
+			in.oversize = append(in.oversize, skipped{index: i, size: n})
+		}
+	}
+	if len(in.oversize) > 0 {
+		in.sub.Topic, in.sub.Partition = b.Topic, b.Partition
+		in.sub.Records = in.sub.Records[:0]
+		k := 0
+		for i := range b.Records {
+			if k < len(in.oversize) && in.oversize[k].index == i {
+				k++
+				continue
+			}
+			in.sub.Records = append(in.sub.Records, b.Records[i])
+		}
+		batch = &in.sub
+		defer clear(in.sub.Records) // keep no reference to the caller's bytes
+	}
+	out := Output{total: len(b.Records), skip: in.oversize, limit: in.lim.MaxRecordBytes}
+	if len(batch.Records) == 0 {
+		return out, nil
+	}
+	ptr, buf, err := in.input(ctx, batch.encodedSize())
 	if err != nil {
 		return Output{}, err
 	}
-	b.encode(buf)
-	packed, err := in.call(ctx, in.fnTransform, uint64(ptr), uint64(len(buf)))
+	batch.encode(buf)
+	packed, err := in.call(ctx, in.fnTransform, "sluice_transform", uint64(ptr), uint64(len(buf)))
 	if err != nil {
 		return Output{}, err
 	}
-	raw, err := in.result(packed)
+	raw, err := in.result(packed, "sluice_transform")
 	if err != nil {
 		return Output{}, err
 	}
-	out, err := parseOutput(raw, len(b.Records))
-	if err != nil {
-		return Output{}, &TrapError{Module: in.module.Name, Err: fmt.Errorf("malformed output: %w", err)}
+	if err := parseOutput(&out, raw, len(batch.Records), in.lim); err != nil {
+		te := &TrapError{Module: in.module.Name, Err: fmt.Errorf("sluice_transform: %w", err)}
+		var le *limitError
+		if errors.As(err, &le) {
+			te.Limit = le.limit
+		}
+		in.failed = te
+		return Output{}, te
 	}
 	return out, nil
 }
@@ -213,7 +354,9 @@ func appendStr(b []byte, s string) []byte {
 }
 
 // lineLogger turns a guest's stdout or stderr into host log lines tagged
-// with the module, at most logBurst lines per logWindow.
+// with the module, at most logBurst lines per logWindow. A Module's
+// instances share one per stream, so that a crash loop (a Go guest prints
+// a goroutine dump as it dies) cannot flood the log.
 type lineLogger struct {
 	log    *slog.Logger
 	level  slog.Level
@@ -241,9 +384,12 @@ func (l *lineLogger) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, c := range p {
-		if c == '\n' || len(l.buf) >= logLine {
+		if c == '\n' {
 			l.emit()
 			continue
+		}
+		if len(l.buf) >= logLine {
+			l.emit()
 		}
 		l.buf = append(l.buf, c)
 	}
@@ -251,6 +397,12 @@ func (l *lineLogger) Write(p []byte) (int, error) {
 }
 
 func (l *lineLogger) emit() {
+	l.logLine(l.level, string(l.buf))
+	l.buf = l.buf[:0]
+}
+
+// logLine logs one line unless the rate limit drops it. l.mu is held.
+func (l *lineLogger) logLine(level slog.Level, msg string) {
 	now := time.Now()
 	if now.Sub(l.window) > logWindow {
 		if l.dropped > 0 {
@@ -259,10 +411,16 @@ func (l *lineLogger) emit() {
 		l.window, l.lines, l.dropped = now, 0, 0
 	}
 	if l.lines < logBurst {
-		l.log.Log(context.Background(), l.level, string(l.buf), "module", l.module, "stream", l.stream)
+		l.log.Log(context.Background(), level, msg, "module", l.module, "stream", l.stream)
 		l.lines++
 	} else {
 		l.dropped++
 	}
-	l.buf = l.buf[:0]
+}
+
+// Log logs a line of the sluice.log import at its own level.
+func (l *lineLogger) Log(level slog.Level, msg string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.logLine(level, msg)
 }

@@ -2,11 +2,12 @@ package wasmhost
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,6 +15,8 @@ import (
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+
+	"github.com/sluicehq/sluice/wasmhost/internal/instrument"
 )
 
 // ABIVersion is the guest ABI version this host implements.
@@ -29,77 +32,201 @@ type Config struct {
 	CacheDir string
 	// Logger receives module log lines. Default slog.Default().
 	Logger *slog.Logger
+	// Limits are the limits of modules loaded with Load. Zero fields take
+	// their defaults (see Limits).
+	Limits Limits
+
+	// For benchmarks: load modules without the interrupt instrumentation
+	// (no deadline), or with wazero's WithCloseOnContextDone instead.
+	uninstrumented     bool
+	closeOnContextDone bool
 }
 
 // Runtime compiles and instantiates modules. It is safe for concurrent use.
+//
+// Why one wazero runtime per memory limit? wazero caps linear memory per
+// runtime (WithMemoryLimitPages), so modules with different caps live in
+// different wazero runtimes. They share one compilation cache, so a module
+// is compiled once whatever its limits.
 type Runtime struct {
-	rt  wazero.Runtime
-	log *slog.Logger
+	cfg   Config
+	log   *slog.Logger
+	cache wazero.CompilationCache
 
-	mu      sync.Mutex
-	modules map[string]*Module // by sha256
-	seq     atomic.Int64
+	mu        sync.Mutex
+	sandboxes map[uint32]wazero.Runtime // by memory limit in pages
+	modules   map[moduleKey]*Module
+	closed    bool
+	seq       atomic.Int64
+	watchdog  watchdog
+	instances sync.Map // instance name → *Module, for sluice.log
+}
+
+type moduleKey struct {
+	sha256 string
+	limits Limits
 }
 
 // NewRuntime creates a runtime with the WASI and sluice host modules.
 func NewRuntime(ctx context.Context, cfg Config) (*Runtime, error) {
-	rc := wazero.NewRuntimeConfigCompiler()
-	if cfg.CacheDir != "" {
-		cache, err := wazero.NewCompilationCacheWithDir(cfg.CacheDir)
-		if err != nil {
-			return nil, fmt.Errorf("wasm compilation cache %s: %w", cfg.CacheDir, err)
-		}
-		rc = rc.WithCompilationCache(cache)
-	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	r := &Runtime{rt: wazero.NewRuntimeWithConfig(ctx, rc), log: cfg.Logger, modules: map[string]*Module{}}
-	if _, err := wasi_snapshot_preview1.Instantiate(ctx, r.rt); err != nil {
-		return nil, fmt.Errorf("instantiate WASI: %w", err)
+	lim, err := cfg.Limits.withDefaults()
+	if err != nil {
+		return nil, fmt.Errorf("wasmhost config: %w", err)
 	}
-	if _, err := r.rt.NewHostModuleBuilder(hostModule).
-		NewFunctionBuilder().WithFunc(r.guestLog).Export("log").
-		Instantiate(ctx); err != nil {
-		return nil, fmt.Errorf("instantiate host module: %w", err)
+	cfg.Limits = lim
+	r := &Runtime{cfg: cfg, log: cfg.Logger, sandboxes: map[uint32]wazero.Runtime{}, modules: map[moduleKey]*Module{}}
+	if cfg.CacheDir != "" {
+		if r.cache, err = wazero.NewCompilationCacheWithDir(cfg.CacheDir); err != nil {
+			return nil, fmt.Errorf("wasm compilation cache %s: %w", cfg.CacheDir, err)
+		}
+	} else {
+		r.cache = wazero.NewCompilationCache()
+	}
+	// Create the default limits' sandbox now, so that a setup error surfaces here.
+	r.mu.Lock()
+	_, err = r.sandbox(ctx, lim.memoryPages())
+	r.mu.Unlock()
+	if err != nil {
+		_ = r.cache.Close(ctx)
+		return nil, err
 	}
 	return r, nil
 }
 
 // Close releases every module and instance.
-func (r *Runtime) Close(ctx context.Context) error { return r.rt.Close(ctx) }
+func (r *Runtime) Close(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil
+	}
+	r.closed = true
+	r.watchdog.close()
+	var errs []error
+	for _, rt := range r.sandboxes {
+		errs = append(errs, rt.Close(ctx))
+	}
+	errs = append(errs, r.cache.Close(ctx))
+	return errors.Join(errs...)
+}
+
+// sandbox returns the wazero runtime for a memory limit, creating it with
+// the WASI and sluice host modules. r.mu is held.
+func (r *Runtime) sandbox(ctx context.Context, pages uint32) (wazero.Runtime, error) {
+	if rt, ok := r.sandboxes[pages]; ok {
+		return rt, nil
+	}
+	rc := wazero.NewRuntimeConfigCompiler().
+		WithCompilationCache(r.cache).
+		WithMemoryLimitPages(pages).
+		WithCloseOnContextDone(r.cfg.closeOnContextDone)
+	rt := wazero.NewRuntimeWithConfig(ctx, rc)
+	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
+		_ = rt.Close(ctx)
+		return nil, fmt.Errorf("instantiate WASI: %w", err)
+	}
+	if _, err := rt.NewHostModuleBuilder(hostModule).
+		NewFunctionBuilder().WithFunc(r.guestLog).Export("log").
+		Instantiate(ctx); err != nil {
+		_ = rt.Close(ctx)
+		return nil, fmt.Errorf("instantiate host module: %w", err)
+	}
+	r.sandboxes[pages] = rt
+	return rt, nil
+}
 
 const hostModule = "sluice"
 
-// forbiddenWASI are WASI functions no normalization module needs.
-var forbiddenWASI = map[string]bool{
-	"sock_accept": true, "sock_recv": true, "sock_send": true, "sock_shutdown": true,
-	"sock_open": true, "sock_bind": true, "sock_connect": true, "sock_listen": true,
+// allowedWASI are the wasi_snapshot_preview1 functions a module may import:
+// all of preview1 but sockets. The sandbox gives them no preopened
+// directory, no arguments and no environment, so the fd_* and path_*
+// functions can reach only stdin (empty), stdout and stderr (logged by the
+// host, rate-limited); clocks are real, random_get is crypto/rand,
+// poll_oneoff and sched_yield sleep at most until the call's deadline, and
+// proc_exit fails the instance (ExitError).
+var allowedWASI = map[string]bool{
+	"args_get": true, "args_sizes_get": true, "environ_get": true, "environ_sizes_get": true,
+	"clock_res_get": true, "clock_time_get": true,
+	"fd_advise": true, "fd_allocate": true, "fd_close": true, "fd_datasync": true,
+	"fd_fdstat_get": true, "fd_fdstat_set_flags": true, "fd_fdstat_set_rights": true,
+	"fd_filestat_get": true, "fd_filestat_set_size": true, "fd_filestat_set_times": true,
+	"fd_pread": true, "fd_prestat_dir_name": true, "fd_prestat_get": true, "fd_pwrite": true,
+	"fd_read": true, "fd_readdir": true, "fd_renumber": true, "fd_seek": true, "fd_sync": true,
+	"fd_tell": true, "fd_write": true,
+	"path_create_directory": true, "path_filestat_get": true, "path_filestat_set_times": true,
+	"path_link": true, "path_open": true, "path_readlink": true, "path_remove_directory": true,
+	"path_rename": true, "path_symlink": true, "path_unlink_file": true,
+	"poll_oneoff": true, "proc_exit": true, "proc_raise": true, "random_get": true, "sched_yield": true,
 }
 
-// Module is a compiled, validated module.
+// AllowedWASI lists the wasi_snapshot_preview1 functions a module may import.
+func AllowedWASI() []string {
+	out := make([]string, 0, len(allowedWASI))
+	for name := range allowedWASI {
+		out = append(out, name)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Module is a compiled, validated module with its limits. It is safe for
+// concurrent use; each Instance belongs to one goroutine.
 type Module struct {
 	Name    string
-	SHA256  string
-	Version int // ABI version the module reports
-	rt      *Runtime
-	code    wazero.CompiledModule
+	SHA256  string // of the module as uploaded
+	Version int    // ABI version the module reports
+	Limits  Limits // with defaults applied
+	Size    int    // bytes, as uploaded
+
+	rt             *Runtime
+	sandbox        wazero.Runtime
+	code           wazero.CompiledModule
+	instrumented   bool
+	stdout, stderr *lineLogger // shared by the module's instances
+	logs           *lineLogger // sluice.log lines, likewise
 }
 
-// Load compiles a module (once per sha256) and validates its imports,
-// exports and ABI version. name tags the module in logs and errors.
+// Load compiles a module (once per sha256 and limits) with the Runtime's
+// limits (Config.Limits), and validates its imports, exports and ABI
+// version. name tags the module in logs and errors.
 func (r *Runtime) Load(ctx context.Context, name string, wasm []byte) (*Module, error) {
+	return r.LoadWithLimits(ctx, name, wasm, r.cfg.Limits)
+}
+
+// LoadWithLimits is Load with the module's own limits; zero fields take the
+// defaults of Limits (not the Runtime's).
+func (r *Runtime) LoadWithLimits(ctx context.Context, name string, wasm []byte, lim Limits) (*Module, error) {
 	if !IsWasm(wasm) {
 		return nil, fmt.Errorf("module %s: not a WebAssembly binary (no \\0asm magic)", name)
 	}
+	lim, err := lim.withDefaults()
+	if err != nil {
+		return nil, fmt.Errorf("module %s: %w", name, err)
+	}
 	sum := sha256.Sum256(wasm)
-	key := hex.EncodeToString(sum[:])
+	key := moduleKey{sha256: hex.EncodeToString(sum[:]), limits: lim}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.closed {
+		return nil, fmt.Errorf("module %s: the runtime is closed", name)
+	}
 	if m, ok := r.modules[key]; ok {
 		return m, nil
 	}
-	code, err := r.rt.CompileModule(ctx, wasm)
+	sb, err := r.sandbox(ctx, lim.memoryPages())
+	if err != nil {
+		return nil, err
+	}
+	bin := wasm
+	if !r.cfg.uninstrumented {
+		if bin, _, err = instrument.Rewrite(wasm); err != nil {
+			return nil, fmt.Errorf("module %s: %w", name, err)
+		}
+	}
+	code, err := sb.CompileModule(ctx, bin)
 	if err != nil {
 		return nil, fmt.Errorf("module %s: compile: %w", name, err)
 	}
@@ -114,14 +241,18 @@ func (r *Runtime) Load(ctx context.Context, name string, wasm []byte) (*Module, 
 			return nil, fmt.Errorf("module %s: missing export %s: not a sluice module (see guest-sdk/ABI.md)", name, want)
 		}
 	}
-	m := &Module{Name: name, SHA256: key, rt: r, code: code}
+	m := &Module{Name: name, SHA256: key.sha256, Limits: lim, Size: len(wasm),
+		rt: r, sandbox: sb, code: code, instrumented: !r.cfg.uninstrumented,
+		stdout: newLineLogger(r.log, slog.LevelInfo, name, "stdout"),
+		stderr: newLineLogger(r.log, slog.LevelWarn, name, "stderr"),
+		logs:   newLineLogger(r.log, slog.LevelInfo, name, "log")}
 	// The version handshake needs a running instance.
 	inst, err := m.instantiate(ctx)
 	if err != nil {
 		_ = code.Close(ctx)
 		return nil, err
 	}
-	v, err := inst.call(ctx, inst.fnVersion)
+	v, err := inst.call(ctx, inst.fnVersion, "sluice_abi_version")
 	_ = inst.Close(ctx)
 	if err != nil {
 		_ = code.Close(ctx)
@@ -153,7 +284,7 @@ func checkImports(code wazero.CompiledModule) error {
 		mod, name, _ := f.Import()
 		switch mod {
 		case wasi_snapshot_preview1.ModuleName:
-			if forbiddenWASI[name] {
+			if !allowedWASI[name] {
 				return fmt.Errorf("imports %s.%s, which the sandbox does not provide", mod, name)
 			}
 		case hostModule:
@@ -170,7 +301,7 @@ func checkImports(code wazero.CompiledModule) error {
 	return nil
 }
 
-// Imports lists the module's imports as "module.name".
+// Imports lists the module's imported functions as "module.name".
 func (m *Module) Imports() []string {
 	var out []string
 	for _, f := range m.code.ImportedFunctions() {
@@ -180,24 +311,28 @@ func (m *Module) Imports() []string {
 	return out
 }
 
-// Exports lists the module's exported functions.
+// Exports lists the module's exported functions, sorted, without the ones
+// the host's instrumentation adds.
 func (m *Module) Exports() []string {
 	var out []string
 	for name := range m.code.ExportedFunctions() {
-		out = append(out, name)
+		if !strings.HasPrefix(name, "__sluice_") {
+			out = append(out, name)
+		}
 	}
+	sort.Strings(out)
 	return out
 }
 
-// guestLog implements sluice.log.
+// guestLog implements sluice.log: a line of at most MaxErrorMessage bytes,
+// tagged with the module, at most 100 lines per 10 s per module.
 func (r *Runtime) guestLog(ctx context.Context, mod api.Module, level, ptr, n uint32) {
 	b, ok := mod.Memory().Read(ptr, n)
 	if !ok {
 		return
 	}
-	const max = 4096
-	if len(b) > max {
-		b = b[:max]
+	if len(b) > MaxErrorMessage {
+		b = b[:MaxErrorMessage]
 	}
 	lvl := slog.LevelInfo
 	switch level {
@@ -208,17 +343,10 @@ func (r *Runtime) guestLog(ctx context.Context, mod api.Module, level, ptr, n ui
 	case 3:
 		lvl = slog.LevelError
 	}
-	r.log.Log(ctx, lvl, strings.TrimRight(string(b), "\n"), "module", mod.Name())
-}
-
-// sandboxConfig is the module configuration every instance gets: no
-// filesystem, no arguments, no environment; a real clock and crypto
-// randomness because standard-Go guests need them to start.
-func (r *Runtime) sandboxConfig(name string, stdout, stderr *lineLogger) wazero.ModuleConfig {
-	return wazero.NewModuleConfig().
-		WithName(name).
-		WithStartFunctions("_initialize").
-		WithSysWalltime().WithSysNanotime().
-		WithRandSource(rand.Reader).
-		WithStdout(stdout).WithStderr(stderr)
+	msg := strings.TrimRight(string(b), "\n")
+	if m, ok := r.instances.Load(mod.Name()); ok {
+		m.(*Module).logs.Log(lvl, msg) // rate-limited per module
+		return
+	}
+	r.log.Log(ctx, lvl, msg, "module", mod.Name())
 }

@@ -27,6 +27,7 @@ const usage = `sluice moves Kafka records through a WebAssembly module into Clic
 
 Usage:
   sluice run -config pipeline.yaml [-log-level info]
+  sluice module test|inspect …   (run 'sluice module help')
   sluice version
 
 Run 'sluice <command> -h' for a command's flags.
@@ -44,6 +45,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "run":
 		return cmdRun(args[1:], stderr)
+	case "module":
+		return cmdModule(args[1:], stdout, stderr)
 	case "version", "-version", "--version":
 		fmt.Fprintln(stdout, "sluice", version)
 		return 0

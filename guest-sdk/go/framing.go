@@ -1,7 +1,6 @@
 package sluice
 
 import (
-	"encoding/binary"
 	"strconv"
 	"unsafe"
 )
@@ -32,7 +31,7 @@ func (r *reader) short(what string) {
 
 func (r *reader) u32(what string) uint32 {
 	if r.off <= len(r.p)-4 {
-		v := binary.LittleEndian.Uint32(r.p[r.off:])
+		v := le32(r.p[r.off:])
 		r.off += 4
 		return v
 	}
@@ -43,7 +42,7 @@ func (r *reader) u32(what string) uint32 {
 
 func (r *reader) u64(what string) uint64 {
 	if r.off <= len(r.p)-8 {
-		v := binary.LittleEndian.Uint64(r.p[r.off:])
+		v := le64(r.p[r.off:])
 		r.off += 8
 		return v
 	}

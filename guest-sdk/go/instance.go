@@ -128,19 +128,8 @@ func (in *Instance) Transform(payload []byte) []byte {
 	}
 	o.buf = binary.LittleEndian.AppendUint32(o.buf, uint32(n))
 	var bad error
-	for i := 0; i < n; i++ {
-		o.started = len(o.buf)
-		if bad == nil {
-			in.decodeRecord(&r)
-			if r.err != nil {
-				bad = fmt.Errorf("sluice: malformed batch payload: record %d: %w", i, r.err)
-			}
-		}
-		if bad != nil {
-			in.writeError(bad)
-			continue
-		}
-		in.runRecord()
+	for i := 0; i < n; {
+		i = in.runRecords(&r, i, n, &bad)
 	}
 	if bad == nil && r.off != len(payload) {
 		Log(LevelWarn, fmt.Sprintf("sluice: batch payload has %d trailing bytes", len(payload)-r.off))
@@ -148,7 +137,67 @@ func (in *Instance) Transform(payload []byte) []byte {
 	return o.buf
 }
 
+// runRecords decodes and runs records i to n-1 and returns n, or, when the
+// handler panics on a record, writes that record's error and returns the
+// index of the next one. The recover is per batch rather than per record:
+// a defer costs little natively but much on wasm.
+func (in *Instance) runRecords(r *reader, i, n int, bad *error) (next int) {
+	o := &in.out
+	defer func() {
+		if p := recover(); p != nil {
+			o.buf = o.buf[:o.started]
+			in.writeError(fmt.Errorf("panic: %v", p))
+			next = i + 1
+		}
+	}()
+	for ; i < n; i++ {
+		o.started = len(o.buf)
+		if *bad == nil {
+			in.decodeRecord(r)
+			if r.err != nil {
+				*bad = fmt.Errorf("sluice: malformed batch payload: record %d: %w", i, r.err)
+			}
+		}
+		if *bad != nil {
+			in.writeError(*bad)
+			continue
+		}
+		in.runRecord()
+	}
+	return n
+}
+
 func (in *Instance) decodeRecord(r *reader) {
+	if !in.decodeRecordFast(r) {
+		in.decodeRecordSlow(r)
+	}
+}
+
+// decodeRecordFast decodes a record without headers, with plain bounds
+// checks (the reader's methods do not all inline, and calls are dear on
+// wasm), and reports whether it could.
+func (in *Instance) decodeRecordFast(r *reader) bool {
+	rec := &in.rec
+	if p, off := r.p, r.off; off <= len(p)-20 {
+		if kn := int(le32(p[off+16:])); kn <= len(p)-off-24 {
+			vo := off + 20 + kn
+			if vn := int(le32(p[vo:])); vn <= len(p)-vo-8 {
+				if ho := vo + 4 + vn; le32(p[ho:]) == 0 {
+					rec.Offset = int64(le64(p[off:]))
+					rec.Timestamp = int64(le64(p[off+8:]))
+					rec.Key = p[off+20 : off+20+kn : off+20+kn]
+					rec.Value = p[vo+4 : ho : ho]
+					rec.Headers = rec.Headers[:0]
+					r.off = ho + 4
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+func (in *Instance) decodeRecordSlow(r *reader) {
 	rec := &in.rec
 	rec.Offset = int64(r.u64("offset"))
 	rec.Timestamp = int64(r.u64("timestamp"))
@@ -173,7 +222,7 @@ func (in *Instance) runRecord() {
 	o.buf = append(o.buf, 0, 0, 0, 0, 0) // status ok, nrows patched below
 	o.nrows, o.err = 0, nil
 	o.row.open, o.row.cur, o.row.t = false, nil, nil
-	err := in.callTransform()
+	err := in.h.Transform(&in.rec, o) // a panic is recovered by runRecords
 	if err == nil {
 		err = o.err
 	}
@@ -186,15 +235,6 @@ func (in *Instance) runRecord() {
 		return
 	}
 	binary.LittleEndian.PutUint32(o.buf[o.started+1:], o.nrows)
-}
-
-func (in *Instance) callTransform() (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("panic: %v", p)
-		}
-	}()
-	return in.h.Transform(&in.rec, &in.out)
 }
 
 func (in *Instance) writeError(err error) {

@@ -1,0 +1,1087 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"math/big"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/sluicehq/sluice/sinks/clickhouse"
+	"github.com/sluicehq/sluice/wasmhost"
+)
+
+const moduleUsage = `Usage:
+  sluice module test -module m.wasm -input records.jsonl -table 'CREATE TABLE …' [-table …] [-param k=v …]
+  sluice module inspect m.wasm
+
+test runs a module offline, the way the pipeline would, on records read from
+a JSON-lines file (- for standard input): a line {"value": …, "key": …,
+"headers": {…}, "timestamp": ms, "offset": n} (value required, no other
+fields) is a Kafka record; any other line is taken whole as a record's value.
+Each -table is the CREATE TABLE statement of a target table, in the order the
+pipeline lists them. For each record it prints its input line number and its
+rows, one line each as "table {column: value, …}", or "error: why", or
+"(no rows)" for a record the module filtered out.
+
+inspect prints a module's ABI version, sha256, size, imports and exports.
+`
+
+// cmdModule runs "sluice module …".
+func cmdModule(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, moduleUsage)
+		return 2
+	}
+	switch args[0] {
+	case "test":
+		return cmdModuleTest(args[1:], stdout, stderr)
+	case "inspect":
+		return cmdModuleInspect(args[1:], stdout, stderr)
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, moduleUsage)
+		return 0
+	}
+	fmt.Fprintf(stderr, "sluice module: unknown command %q\n\n%s", args[0], moduleUsage)
+	return 2
+}
+
+// repeated is a flag that may be given several times.
+type repeated []string
+
+func (r *repeated) String() string     { return strings.Join(*r, ", ") }
+func (r *repeated) Set(s string) error { *r = append(*r, s); return nil }
+
+func cmdModuleTest(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("module test", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	modulePath := fs.String("module", "", "the module (.wasm)")
+	inputPath := fs.String("input", "", "records, one JSON line each (- for standard input)")
+	var tables, params repeated
+	fs.Var(&tables, "table", "CREATE TABLE statement of a target table (repeatable, in pipeline order)")
+	fs.Var(&params, "param", "module parameter key=value (repeatable)")
+	batchSize := fs.Int("batch", 100, "records per batch")
+	topic := fs.String("topic", "test", "topic the records come from")
+	timestamp := fs.Int64("timestamp", 0, "Kafka timestamp (ms since the epoch) of records that give none; 0: now")
+	deadline := fs.Duration("deadline", wasmhost.DefaultDeadline, "per-batch deadline")
+	memory := fs.Uint64("memory", wasmhost.DefaultMemoryBytes, "memory cap of the module, bytes")
+	logLevel := fs.String("log-level", "error", "least level of the module's log lines to show on standard error (its stderr is warn, its stdout info)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *modulePath == "" || *inputPath == "" || len(tables) == 0 || fs.NArg() > 0 {
+		fmt.Fprintln(stderr, "sluice module test: -module, -input and at least one -table are required")
+		return 2
+	}
+	if *batchSize < 1 {
+		fmt.Fprintln(stderr, "sluice module test: -batch must be at least 1")
+		return 2
+	}
+	fail := func(err error) int {
+		fmt.Fprintln(stderr, "sluice module test:", err)
+		return 1
+	}
+	log, err := newLogger(stderr, *logLevel)
+	if err != nil {
+		return fail(err)
+	}
+	initCfg := wasmhost.InitConfig{Params: map[string]string{}}
+	var blocks []*clickhouse.Block
+	var printers []*rowPrinter
+	for _, ddl := range tables {
+		name, cols, err := parseCreateTable(ddl)
+		if err != nil {
+			return fail(fmt.Errorf("-table: %w", err))
+		}
+		t, err := clickhouse.NewTable("default", name, cols)
+		if err != nil {
+			return fail(fmt.Errorf("-table: %w", err))
+		}
+		p, err := newRowPrinter(name, t.Insert)
+		if err != nil {
+			return fail(fmt.Errorf("-table: %w", err))
+		}
+		ts := wasmhost.TableSchema{Name: name}
+		for _, c := range t.Insert {
+			ts.Columns = append(ts.Columns, wasmhost.ColumnSchema{Name: c.Name, Type: c.Type})
+		}
+		initCfg.Tables = append(initCfg.Tables, ts)
+		blocks = append(blocks, t.NewBlock())
+		printers = append(printers, p)
+	}
+	for _, kv := range params {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return fail(fmt.Errorf("-param %q: want key=value", kv))
+		}
+		initCfg.Params[k] = v
+	}
+	if *timestamp == 0 {
+		*timestamp = time.Now().UnixMilli()
+	}
+	recs, lines, err := readRecords(*inputPath, *timestamp)
+	if err != nil {
+		return fail(err)
+	}
+	wasm, err := os.ReadFile(*modulePath)
+	if err != nil {
+		return fail(err)
+	}
+
+	ctx := context.Background()
+	rt, err := wasmhost.NewRuntime(ctx, wasmhost.Config{Logger: log,
+		Limits: wasmhost.Limits{MemoryBytes: *memory, Deadline: *deadline}})
+	if err != nil {
+		return fail(err)
+	}
+	defer rt.Close(ctx)
+	mod, err := rt.Load(ctx, *modulePath, wasm)
+	if err != nil {
+		return fail(err)
+	}
+	r := &moduleRunner{mod: mod, init: initCfg, blocks: blocks, printers: printers, out: bufio.NewWriter(stdout)}
+	defer r.out.Flush()
+	if r.inst, err = mod.Instantiate(ctx, initCfg); err != nil {
+		return fail(err)
+	}
+	defer func() { r.inst.Close(ctx) }()
+	for start := 0; start < len(recs); start += *batchSize {
+		end := min(start+*batchSize, len(recs))
+		b := &wasmhost.Batch{Topic: *topic, Records: recs[start:end]}
+		if err := r.run(ctx, b, lines[start:end]); err != nil {
+			return fail(err)
+		}
+	}
+	return 0
+}
+
+// moduleRunner runs batches through an instance and prints the results.
+type moduleRunner struct {
+	mod      *wasmhost.Module
+	init     wasmhost.InitConfig
+	inst     *wasmhost.Instance
+	blocks   []*clickhouse.Block
+	printers []*rowPrinter
+	out      *bufio.Writer
+}
+
+// run transforms one batch. When the instance fails, it runs the batch's
+// records again one by one on fresh instances, as the pipeline isolates the
+// records that fail on their own, and reports the failure on those.
+func (r *moduleRunner) run(ctx context.Context, b *wasmhost.Batch, lines []int) error {
+	out, err := r.inst.Transform(ctx, b)
+	if err == nil {
+		for i := 0; ; i++ {
+			res, ok := out.Next()
+			if !ok {
+				return nil
+			}
+			r.print(lines[i], &res)
+		}
+	}
+	var trap *wasmhost.TrapError
+	if !errors.As(err, &trap) {
+		return err
+	}
+	if err := r.restart(ctx); err != nil {
+		return err
+	}
+	if len(b.Records) == 1 {
+		fmt.Fprintf(r.out, "%d: error: %s\n", lines[0], indentLines(trap.Err.Error()))
+		return nil
+	}
+	for i := range b.Records {
+		one := &wasmhost.Batch{Topic: b.Topic, Partition: b.Partition, Records: b.Records[i : i+1]}
+		if err := r.run(ctx, one, lines[i:i+1]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *moduleRunner) restart(ctx context.Context) error {
+	_ = r.inst.Close(ctx)
+	inst, err := r.mod.Instantiate(ctx, r.init)
+	if err != nil {
+		return err
+	}
+	r.inst = inst
+	return nil
+}
+
+// print writes one record's result. Its rows are checked with the sink's
+// decoder, as the pipeline does: a row that does not decode fails the
+// record.
+func (r *moduleRunner) print(line int, res *wasmhost.RecordResult) {
+	if res.Err != "" {
+		fmt.Fprintf(r.out, "%d: error: %s\n", line, indentLines(res.Err))
+		return
+	}
+	if res.Rows() == 0 {
+		fmt.Fprintf(r.out, "%d: (no rows)\n", line)
+		return
+	}
+	var text []string
+	for {
+		table, row, ok := res.NextRow()
+		if !ok {
+			break
+		}
+		if table >= len(r.blocks) {
+			fmt.Fprintf(r.out, "%d: error: row for table index %d; the module has %d tables\n", line, table, len(r.blocks))
+			return
+		}
+		err := r.blocks[table].AppendRow(row)
+		r.blocks[table].Reset()
+		if err != nil {
+			fmt.Fprintf(r.out, "%d: error: %v\n", line, err)
+			return
+		}
+		s, err := r.printers[table].format(row)
+		if err != nil {
+			fmt.Fprintf(r.out, "%d: error: %v\n", line, err)
+			return
+		}
+		text = append(text, s)
+	}
+	for _, s := range text {
+		fmt.Fprintf(r.out, "%d: %s\n", line, s)
+	}
+}
+
+// readRecords reads the JSON-lines input: a record envelope per line, or
+// any other line as a record's value. It returns the records and their
+// line numbers (1-based). Blank lines are skipped.
+func readRecords(path string, defaultTs int64) ([]wasmhost.Record, []int, error) {
+	var f io.Reader = os.Stdin
+	if path != "-" {
+		file, err := os.Open(path)
+		if err != nil {
+			return nil, nil, err
+		}
+		defer file.Close()
+		f = file
+	}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	var recs []wasmhost.Record
+	var lines []int
+	for n := 1; sc.Scan(); n++ {
+		line := bytes.TrimSpace(sc.Bytes())
+		if len(line) == 0 {
+			continue
+		}
+		rec := wasmhost.Record{Offset: int64(len(recs)), Timestamp: defaultTs}
+		if !parseEnvelope(line, &rec) {
+			rec.Value = bytes.Clone(line)
+		}
+		recs = append(recs, rec)
+		lines = append(lines, n)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	return recs, lines, nil
+}
+
+// parseEnvelope fills rec from a line {"value": …, "key": …, "headers":
+// {…}, "timestamp": n, "offset": n}, and reports whether the line is one.
+// A value that is not a JSON string is taken as its JSON text.
+func parseEnvelope(line []byte, rec *wasmhost.Record) bool {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(line, &m) != nil || m["value"] == nil {
+		return false
+	}
+	var env wasmhost.Record = *rec
+	for k, raw := range m {
+		switch k {
+		case "value", "key":
+			var s string
+			b := []byte(raw)
+			if json.Unmarshal(raw, &s) == nil {
+				b = []byte(s)
+			} else if string(raw) == "null" {
+				b = nil
+			}
+			if k == "value" {
+				env.Value = b
+			} else {
+				env.Key = b
+			}
+		case "headers":
+			var h map[string]string
+			if json.Unmarshal(raw, &h) != nil {
+				return false
+			}
+			for hk, hv := range h {
+				env.Headers = append(env.Headers, wasmhost.Header{Key: hk, Value: []byte(hv)})
+			}
+		case "timestamp":
+			if json.Unmarshal(raw, &env.Timestamp) != nil {
+				return false
+			}
+		case "offset":
+			if json.Unmarshal(raw, &env.Offset) != nil {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	*rec = env
+	return true
+}
+
+func cmdModuleInspect(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("module inspect", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() != 1 {
+		fmt.Fprintln(stderr, "sluice module inspect: want one module file")
+		return 2
+	}
+	path := fs.Arg(0)
+	wasm, err := os.ReadFile(path)
+	if err != nil {
+		fmt.Fprintln(stderr, "sluice module inspect:", err)
+		return 1
+	}
+	ctx := context.Background()
+	rt, err := wasmhost.NewRuntime(ctx, wasmhost.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		fmt.Fprintln(stderr, "sluice module inspect:", err)
+		return 1
+	}
+	defer rt.Close(ctx)
+	info, err := rt.Inspect(ctx, path, wasm)
+	if err != nil {
+		fmt.Fprintln(stderr, "sluice module inspect:", err)
+		return 1
+	}
+	w := bufio.NewWriter(stdout)
+	defer w.Flush()
+	fmt.Fprintf(w, "module:      %s\n", path)
+	fmt.Fprintf(w, "size:        %d bytes\n", info.Size)
+	fmt.Fprintf(w, "sha256:      %s\n", info.SHA256)
+	if info.ABIVersion != 0 {
+		fmt.Fprintf(w, "abi version: %d\n", info.ABIVersion)
+	} else {
+		fmt.Fprintf(w, "abi version: unknown (the module does not load)\n")
+	}
+	fmt.Fprintf(w, "imports:\n")
+	for _, s := range info.Imports {
+		fmt.Fprintf(w, "  %s\n", s)
+	}
+	fmt.Fprintf(w, "exports:\n")
+	for _, s := range info.Exports {
+		fmt.Fprintf(w, "  %s\n", s)
+	}
+	fmt.Fprintf(w, "tables:      not in the binary: the host declares the target tables at init, and the module accepts or refuses them\n")
+	if info.LoadErr != nil {
+		fmt.Fprintf(w, "load:        refused: %v\n", info.LoadErr)
+		return 1
+	}
+	fmt.Fprintf(w, "load:        ok with the default limits\n")
+	return 0
+}
+
+// parseCreateTable reads enough of a CREATE TABLE statement to give the
+// table's name and columns: names, types and default kinds. A Nested(a T,
+// b U) column n becomes n.a Array(T) and n.b Array(U), as ClickHouse stores
+// it. Indexes, constraints and projections are skipped.
+func parseCreateTable(ddl string) (string, []clickhouse.Column, error) {
+	ddl = stripComments(ddl)
+	s := &ddlScanner{s: ddl}
+	for _, kw := range []string{"CREATE", "TABLE"} {
+		if !s.keyword(kw) {
+			return "", nil, fmt.Errorf("%q: want CREATE TABLE", abbreviate(ddl))
+		}
+	}
+	if s.keyword("IF") {
+		if !s.keyword("NOT") || !s.keyword("EXISTS") {
+			return "", nil, fmt.Errorf("%q: want IF NOT EXISTS", abbreviate(ddl))
+		}
+	}
+	name := s.ident()
+	if s.peek() == '.' { // database.table: the table is the second part
+		s.pos++
+		name = s.ident()
+	}
+	if name == "" {
+		return "", nil, fmt.Errorf("%q: no table name", abbreviate(ddl))
+	}
+	if s.peek() != '(' {
+		return "", nil, fmt.Errorf("table %s: want a column list in parentheses", name)
+	}
+	body, ok := s.balanced()
+	if !ok {
+		return "", nil, fmt.Errorf("table %s: unbalanced parentheses or quotes", name)
+	}
+	var cols []clickhouse.Column
+	for _, def := range splitTopLevel(body[1 : len(body)-1]) {
+		c := &ddlScanner{s: def}
+		switch strings.ToUpper(c.word()) {
+		case "INDEX", "CONSTRAINT", "PROJECTION", "PRIMARY":
+			continue
+		}
+		c = &ddlScanner{s: def}
+		colName := c.ident()
+		if colName == "" {
+			return "", nil, fmt.Errorf("table %s: no column name in %q", name, def)
+		}
+		typ, ok := c.typeExpr()
+		if !ok || typ == "" {
+			return "", nil, fmt.Errorf("table %s column %s: no type", name, colName)
+		}
+		kind := ""
+		switch k := strings.ToUpper(c.word()); k {
+		case "DEFAULT", "MATERIALIZED", "ALIAS", "EPHEMERAL":
+			kind = k
+		}
+		if inner, ok := strings.CutPrefix(typ, "Nested("); ok {
+			for _, field := range splitTopLevel(strings.TrimSuffix(inner, ")")) {
+				f := &ddlScanner{s: field}
+				fname := f.ident()
+				ftyp, ok := f.typeExpr()
+				if fname == "" || !ok || ftyp == "" {
+					return "", nil, fmt.Errorf("table %s column %s: bad Nested field %q", name, colName, field)
+				}
+				cols = append(cols, clickhouse.Column{Name: colName + "." + fname, Type: "Array(" + ftyp + ")", DefaultKind: kind})
+			}
+			continue
+		}
+		cols = append(cols, clickhouse.Column{Name: colName, Type: typ, DefaultKind: kind})
+	}
+	if len(cols) == 0 {
+		return "", nil, fmt.Errorf("table %s has no columns", name)
+	}
+	return name, cols, nil
+}
+
+// stripComments removes -- and /* */ comments outside quotes.
+func stripComments(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '\'' || c == '`' || c == '"':
+			end := quoteEnd(s, i)
+			if end < 0 {
+				end = len(s)
+			}
+			b.WriteString(s[i:end])
+			i = end - 1
+		case strings.HasPrefix(s[i:], "--"):
+			for i < len(s) && s[i] != '\n' {
+				i++
+			}
+			b.WriteByte('\n')
+		case strings.HasPrefix(s[i:], "/*"):
+			end := strings.Index(s[i+2:], "*/")
+			if end < 0 {
+				return b.String()
+			}
+			i += 2 + end + 1
+			b.WriteByte(' ')
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
+func abbreviate(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "…"
+	}
+	return s
+}
+
+// ddlScanner reads the parts of a CREATE TABLE statement parseCreateTable
+// needs.
+type ddlScanner struct {
+	s   string
+	pos int
+}
+
+func (d *ddlScanner) skipSpace() {
+	for d.pos < len(d.s) && unicode.IsSpace(rune(d.s[d.pos])) {
+		d.pos++
+	}
+}
+
+func (d *ddlScanner) peek() byte {
+	d.skipSpace()
+	if d.pos < len(d.s) {
+		return d.s[d.pos]
+	}
+	return 0
+}
+
+func isIdentByte(c byte) bool {
+	return c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= 0x80
+}
+
+// word reads a bare word.
+func (d *ddlScanner) word() string {
+	d.skipSpace()
+	start := d.pos
+	for d.pos < len(d.s) && isIdentByte(d.s[d.pos]) {
+		d.pos++
+	}
+	return d.s[start:d.pos]
+}
+
+// keyword reads kw, case-insensitively, if it comes next.
+func (d *ddlScanner) keyword(kw string) bool {
+	save := d.pos
+	if strings.EqualFold(d.word(), kw) {
+		return true
+	}
+	d.pos = save
+	return false
+}
+
+// ident reads a bare, `backquoted` or "double-quoted" identifier.
+func (d *ddlScanner) ident() string {
+	switch q := d.peek(); q {
+	case '`', '"':
+		var b strings.Builder
+		for i := d.pos + 1; i < len(d.s); i++ {
+			switch c := d.s[i]; {
+			case c == '\\' && i+1 < len(d.s):
+				i++
+				b.WriteByte(d.s[i])
+			case c == q && i+1 < len(d.s) && d.s[i+1] == q:
+				i++
+				b.WriteByte(q)
+			case c == q:
+				d.pos = i + 1
+				return b.String()
+			default:
+				b.WriteByte(c)
+			}
+		}
+		d.pos = len(d.s)
+		return ""
+	}
+	return d.word()
+}
+
+// balanced reads from an opening parenthesis to its closing one, skipping
+// quoted strings and identifiers.
+func (d *ddlScanner) balanced() (string, bool) {
+	start := d.pos
+	depth := 0
+	for d.pos < len(d.s) {
+		switch c := d.s[d.pos]; c {
+		case '\'', '`', '"':
+			end := quoteEnd(d.s, d.pos)
+			if end < 0 {
+				return "", false
+			}
+			d.pos = end
+			continue
+		case '(':
+			depth++
+		case ')':
+			depth--
+			if depth == 0 {
+				d.pos++
+				return d.s[start:d.pos], true
+			}
+		}
+		d.pos++
+	}
+	return "", false
+}
+
+// quoteEnd returns the index just past the quoted string starting at i.
+func quoteEnd(s string, i int) int {
+	q := s[i]
+	for j := i + 1; j < len(s); j++ {
+		switch s[j] {
+		case '\\':
+			j++
+		case q:
+			if j+1 < len(s) && s[j+1] == q {
+				j++
+				continue
+			}
+			return j + 1
+		}
+	}
+	return -1
+}
+
+// typeExpr reads a type: a name and, if a parenthesis follows, its
+// balanced arguments; it returns the type as ClickHouse spells it (one
+// space after each comma, spaces around =, none elsewhere but between
+// words).
+func (d *ddlScanner) typeExpr() (string, bool) {
+	name := d.word()
+	if name == "" {
+		return "", false
+	}
+	if d.peek() != '(' {
+		return name, true
+	}
+	args, ok := d.balanced()
+	if !ok {
+		return "", false
+	}
+	return name + normalizeType(args), true
+}
+
+// normalizeType respells a type's argument list as ClickHouse does.
+func normalizeType(s string) string {
+	var b strings.Builder
+	lastWord := false // the last byte written ends a word
+	pendingSpace := false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '\'' || c == '`' || c == '"':
+			end := quoteEnd(s, i)
+			if end < 0 {
+				end = len(s)
+			}
+			if pendingSpace && lastWord {
+				b.WriteByte(' ')
+			}
+			b.WriteString(s[i:end])
+			i = end - 1
+			lastWord, pendingSpace = true, false
+		case unicode.IsSpace(rune(c)):
+			pendingSpace = true
+		case c == ',':
+			b.WriteString(", ")
+			lastWord, pendingSpace = false, false
+		case c == '=':
+			b.WriteString(" = ")
+			lastWord, pendingSpace = false, false
+		default:
+			if pendingSpace && lastWord && isIdentByte(c) {
+				b.WriteByte(' ')
+			}
+			b.WriteByte(c)
+			lastWord, pendingSpace = isIdentByte(c), false
+		}
+	}
+	return strings.ReplaceAll(strings.ReplaceAll(b.String(), ",  ", ", "), "=  ", "= ")
+}
+
+// splitTopLevel splits s at the commas outside parentheses and quotes.
+func splitTopLevel(s string) []string {
+	var out []string
+	depth, start := 0, 0
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '\'', '`', '"':
+			if end := quoteEnd(s, i); end > 0 {
+				i = end - 1
+			}
+		case '(':
+			depth++
+		case ')':
+			depth--
+		case ',':
+			if depth == 0 {
+				out = append(out, strings.TrimSpace(s[start:i]))
+				start = i + 1
+			}
+		}
+	}
+	if rest := strings.TrimSpace(s[start:]); rest != "" {
+		out = append(out, rest)
+	}
+	return out
+}
+
+// rowPrinter renders RowBinary rows of a table as JSON objects.
+type rowPrinter struct {
+	table string
+	names []string
+	cols  []valueType
+}
+
+func newRowPrinter(table string, cols []clickhouse.Column) (*rowPrinter, error) {
+	p := &rowPrinter{table: table}
+	for _, c := range cols {
+		t, err := parseValueType(c.Type)
+		if err != nil {
+			return nil, fmt.Errorf("column %s: %w", c.Name, err)
+		}
+		p.names = append(p.names, c.Name)
+		p.cols = append(p.cols, t)
+	}
+	return p, nil
+}
+
+// format renders one row as `table {"col": value, …}`.
+func (p *rowPrinter) format(row []byte) (string, error) {
+	var b strings.Builder
+	b.WriteString(p.table)
+	b.WriteString(" {")
+	rest := row
+	for i, t := range p.cols {
+		v, n, err := t.decode(rest)
+		if err != nil {
+			return "", fmt.Errorf("row for %s: column %s: %w", p.table, p.names[i], err)
+		}
+		rest = rest[n:]
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		name, _ := jsonText(p.names[i])
+		b.Write(name)
+		b.WriteString(": ")
+		text, err := jsonText(v)
+		if err != nil {
+			return "", err
+		}
+		b.Write(text)
+	}
+	if len(rest) != 0 {
+		return "", fmt.Errorf("row for %s: %d bytes past the last column", p.table, len(rest))
+	}
+	b.WriteString("}")
+	return b.String(), nil
+}
+
+// jsonText is v as JSON, without escaping <, > and & (not HTML).
+func jsonText(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
+// valueType decodes one RowBinary value of a ClickHouse type into a value
+// encoding/json renders.
+type valueType struct {
+	kind   string
+	width  int // fixed width in bytes
+	scale  int // Decimal scale, DateTime64 precision
+	loc    *time.Location
+	enum   map[int64]string
+	elem   *valueType
+	signed bool
+}
+
+var errShortRow = errors.New("row ends inside a value")
+
+func parseValueType(typ string) (valueType, error) {
+	typ = strings.TrimSpace(typ)
+	name, args := typ, ""
+	if i := strings.IndexByte(typ, '('); i > 0 && strings.HasSuffix(typ, ")") {
+		name, args = typ[:i], typ[i+1:len(typ)-1]
+	}
+	t := valueType{kind: name}
+	switch name {
+	case "UInt8", "UInt16", "UInt32", "UInt64", "UInt128", "UInt256":
+		t.kind, t.width = "uint", widthOf(name[4:])
+	case "Int8", "Int16", "Int32", "Int64", "Int128", "Int256":
+		t.kind, t.width, t.signed = "int", widthOf(name[3:]), true
+	case "Float32":
+		t.width = 4
+	case "Float64":
+		t.width = 8
+	case "Bool", "String", "UUID", "IPv4", "IPv6", "Date", "Date32":
+	case "FixedString":
+		n, err := strconv.Atoi(strings.TrimSpace(args))
+		if err != nil || n <= 0 {
+			return t, fmt.Errorf("type %s: bad length", typ)
+		}
+		t.width = n
+	case "DateTime", "DateTime64":
+		parts := splitTopLevel(args)
+		t.loc = time.UTC
+		if name == "DateTime64" {
+			if len(parts) == 0 {
+				return t, fmt.Errorf("type %s: no precision", typ)
+			}
+			p, err := strconv.Atoi(parts[0])
+			if err != nil || p < 0 || p > 9 {
+				return t, fmt.Errorf("type %s: bad precision", typ)
+			}
+			t.scale, parts = p, parts[1:]
+		}
+		if len(parts) > 0 {
+			loc, err := time.LoadLocation(strings.Trim(parts[0], "'"))
+			if err == nil {
+				t.loc = loc
+			}
+		}
+	case "Decimal", "Decimal32", "Decimal64", "Decimal128", "Decimal256":
+		parts := splitTopLevel(args)
+		var p, s int
+		var err error
+		switch {
+		case name == "Decimal" && len(parts) == 2:
+			if p, err = strconv.Atoi(parts[0]); err == nil {
+				s, err = strconv.Atoi(parts[1])
+			}
+		case name != "Decimal" && len(parts) == 1:
+			p = map[string]int{"Decimal32": 9, "Decimal64": 18, "Decimal128": 38, "Decimal256": 76}[name]
+			s, err = strconv.Atoi(parts[0])
+		default:
+			err = errors.New("want its precision and scale")
+		}
+		if err != nil || p < 1 || p > 76 || s < 0 || s > p {
+			return t, fmt.Errorf("type %s: bad precision or scale", typ)
+		}
+		t.kind, t.scale, t.signed = "decimal", s, true
+		switch {
+		case p <= 9:
+			t.width = 4
+		case p <= 18:
+			t.width = 8
+		case p <= 38:
+			t.width = 16
+		default:
+			t.width = 32
+		}
+	case "Enum8", "Enum16":
+		t.enum = map[int64]string{}
+		for _, part := range splitTopLevel(args) {
+			eq := strings.LastIndexByte(part, '=')
+			if eq < 0 {
+				return t, fmt.Errorf("type %s: enum element %q has no value", typ, part)
+			}
+			v, err := strconv.ParseInt(strings.TrimSpace(part[eq+1:]), 10, 16)
+			if err != nil {
+				return t, fmt.Errorf("type %s: %w", typ, err)
+			}
+			label := strings.TrimSpace(part[:eq])
+			if uq, err := strconv.Unquote("\"" + strings.Trim(label, "'") + "\""); err == nil {
+				label = uq
+			}
+			t.enum[v] = label
+		}
+	case "Nullable", "Array", "LowCardinality":
+		elem, err := parseValueType(args)
+		if err != nil {
+			return t, err
+		}
+		if name == "LowCardinality" {
+			return elem, nil
+		}
+		t.elem = &elem
+	default:
+		return t, fmt.Errorf("the printer does not know type %s", typ)
+	}
+	return t, nil
+}
+
+func widthOf(bits string) int {
+	n, _ := strconv.Atoi(bits)
+	return n / 8
+}
+
+func (t *valueType) decode(b []byte) (any, int, error) {
+	le := binary.LittleEndian
+	need := func(n int) error {
+		if len(b) < n {
+			return errShortRow
+		}
+		return nil
+	}
+	switch t.kind {
+	case "uint", "int", "decimal":
+		if err := need(t.width); err != nil {
+			return nil, 0, err
+		}
+		n := littleEndianInt(b[:t.width], t.signed)
+		if t.kind == "decimal" {
+			return decimalString(n, t.scale), t.width, nil
+		}
+		if n.IsInt64() {
+			return n.Int64(), t.width, nil
+		}
+		if n.IsUint64() {
+			return n.Uint64(), t.width, nil
+		}
+		return n.String(), t.width, nil
+	case "Float32":
+		if err := need(4); err != nil {
+			return nil, 0, err
+		}
+		return jsonFloat(float64(math.Float32frombits(le.Uint32(b)))), 4, nil
+	case "Float64":
+		if err := need(8); err != nil {
+			return nil, 0, err
+		}
+		return jsonFloat(math.Float64frombits(le.Uint64(b))), 8, nil
+	case "Bool":
+		if err := need(1); err != nil {
+			return nil, 0, err
+		}
+		return b[0] != 0, 1, nil
+	case "String":
+		n, k := binary.Uvarint(b)
+		if k <= 0 || uint64(len(b)-k) < n {
+			return nil, 0, errShortRow
+		}
+		return string(b[k : k+int(n)]), k + int(n), nil
+	case "FixedString":
+		if err := need(t.width); err != nil {
+			return nil, 0, err
+		}
+		return string(b[:t.width]), t.width, nil
+	case "Date":
+		if err := need(2); err != nil {
+			return nil, 0, err
+		}
+		return time.Unix(int64(le.Uint16(b))*86400, 0).UTC().Format(time.DateOnly), 2, nil
+	case "Date32":
+		if err := need(4); err != nil {
+			return nil, 0, err
+		}
+		return time.Unix(int64(int32(le.Uint32(b)))*86400, 0).UTC().Format(time.DateOnly), 4, nil
+	case "DateTime":
+		if err := need(4); err != nil {
+			return nil, 0, err
+		}
+		return time.Unix(int64(le.Uint32(b)), 0).In(t.loc).Format(time.DateTime), 4, nil
+	case "DateTime64":
+		if err := need(8); err != nil {
+			return nil, 0, err
+		}
+		ticks := int64(le.Uint64(b))
+		div := int64(math.Pow10(t.scale))
+		sec, frac := ticks/div, ticks%div
+		if frac < 0 {
+			sec, frac = sec-1, frac+div
+		}
+		s := time.Unix(sec, 0).In(t.loc).Format(time.DateTime)
+		if t.scale > 0 {
+			s += fmt.Sprintf(".%0*d", t.scale, frac)
+		}
+		return s, 8, nil
+	case "UUID":
+		if err := need(16); err != nil {
+			return nil, 0, err
+		}
+		var u [16]byte
+		binary.BigEndian.PutUint64(u[:8], le.Uint64(b))
+		binary.BigEndian.PutUint64(u[8:], le.Uint64(b[8:]))
+		h := hex.EncodeToString(u[:])
+		return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:], 16, nil
+	case "IPv4":
+		if err := need(4); err != nil {
+			return nil, 0, err
+		}
+		v := le.Uint32(b)
+		return net.IPv4(byte(v>>24), byte(v>>16), byte(v>>8), byte(v)).String(), 4, nil
+	case "IPv6":
+		if err := need(16); err != nil {
+			return nil, 0, err
+		}
+		return net.IP(bytes.Clone(b[:16])).String(), 16, nil
+	case "Enum8", "Enum16":
+		w := 1
+		if t.kind == "Enum16" {
+			w = 2
+		}
+		if err := need(w); err != nil {
+			return nil, 0, err
+		}
+		v := int64(int8(b[0]))
+		if w == 2 {
+			v = int64(int16(le.Uint16(b)))
+		}
+		name, ok := t.enum[v]
+		if !ok {
+			return nil, 0, fmt.Errorf("enum value %d is not declared", v)
+		}
+		return name, w, nil
+	case "Nullable":
+		if err := need(1); err != nil {
+			return nil, 0, err
+		}
+		if b[0] == 1 {
+			return nil, 1, nil
+		}
+		v, n, err := t.elem.decode(b[1:])
+		return v, n + 1, err
+	case "Array":
+		count, k := binary.Uvarint(b)
+		if k <= 0 || count > uint64(len(b)) {
+			return nil, 0, errShortRow
+		}
+		vals := make([]any, 0, count)
+		pos := k
+		for range count {
+			v, n, err := t.elem.decode(b[pos:])
+			if err != nil {
+				return nil, 0, err
+			}
+			vals = append(vals, v)
+			pos += n
+		}
+		return vals, pos, nil
+	}
+	return nil, 0, fmt.Errorf("cannot print type %s", t.kind)
+}
+
+func littleEndianInt(b []byte, signed bool) *big.Int {
+	be := make([]byte, len(b))
+	for i := range b {
+		be[len(b)-1-i] = b[i]
+	}
+	n := new(big.Int).SetBytes(be)
+	if signed && len(b) > 0 && b[len(b)-1]&0x80 != 0 {
+		n.Sub(n, new(big.Int).Lsh(big.NewInt(1), uint(8*len(b))))
+	}
+	return n
+}
+
+func decimalString(n *big.Int, scale int) string {
+	s := new(big.Int).Abs(n).String()
+	if scale > 0 {
+		if len(s) <= scale {
+			s = strings.Repeat("0", scale-len(s)+1) + s
+		}
+		s = s[:len(s)-scale] + "." + s[len(s)-scale:]
+	}
+	if n.Sign() < 0 {
+		s = "-" + s
+	}
+	return s
+}
+
+// jsonFloat keeps NaN and infinities, which JSON cannot carry, as strings.
+func jsonFloat(f float64) any {
+	switch {
+	case math.IsNaN(f):
+		return "nan"
+	case math.IsInf(f, 1):
+		return "inf"
+	case math.IsInf(f, -1):
+		return "-inf"
+	}
+	return f
+}
+
+// indentLines indents the lines after the first (a trap's wasm stack
+// trace), so that every line that starts with a number starts a record.
+func indentLines(s string) string { return strings.ReplaceAll(s, "\n", "\n    ") }

@@ -1,0 +1,163 @@
+package wasmhost
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/sluicehq/sluice/internal/wasmbuild"
+)
+
+// buildDir holds the modules built by this test binary, each once.
+var (
+	buildDir string
+	builds   sync.Map // repo-relative dir → *build
+)
+
+type build struct {
+	once sync.Once
+	wasm []byte
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "wasmhost-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	buildDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// moduleWasm builds the Go guest module at repoRelDir once per test binary
+// and returns its bytes.
+func moduleWasm(tb testing.TB, repoRelDir string) []byte {
+	tb.Helper()
+	v, _ := builds.LoadOrStore(repoRelDir, &build{})
+	b := v.(*build)
+	b.once.Do(func() {
+		out := filepath.Join(buildDir, filepath.Base(repoRelDir)+".wasm")
+		if b.err = wasmbuild.Build(context.Background(), filepath.Join(wasmbuild.RepoRoot(), repoRelDir), out); b.err != nil {
+			return
+		}
+		b.wasm, b.err = os.ReadFile(out)
+	})
+	if b.err != nil {
+		tb.Fatal(b.err)
+	}
+	return b.wasm
+}
+
+// advTable is the table of the adversarial modules (examples/adversarial).
+var advTable = TableSchema{Name: "adv", Columns: []ColumnSchema{{Name: "offset", Type: "UInt64"}, {Name: "value", Type: "String"}}}
+
+var advInit = InitConfig{Tables: []TableSchema{advTable}}
+
+// quietLogger drops module log lines (the adversarial modules are noisy).
+var quietLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func newTestRuntime(tb testing.TB, cfg Config) *Runtime {
+	tb.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = quietLogger
+	}
+	r, err := NewRuntime(context.Background(), cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { r.Close(context.Background()) })
+	return r
+}
+
+func load(tb testing.TB, r *Runtime, dir string, lim Limits) *Module {
+	tb.Helper()
+	m, err := r.LoadWithLimits(context.Background(), filepath.Base(dir), moduleWasm(tb, dir), lim)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return m
+}
+
+func instantiate(tb testing.TB, m *Module, cfg InitConfig) *Instance {
+	tb.Helper()
+	in, err := m.Instantiate(context.Background(), cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { in.Close(context.Background()) })
+	return in
+}
+
+// values is a batch of the adv table's records with the given values, at
+// offsets 0, 1, ….
+func values(vals ...string) *Batch {
+	b := &Batch{Topic: "t", Partition: 0}
+	for i, v := range vals {
+		b.Records = append(b.Records, Record{Offset: int64(i), Timestamp: 1714564800000, Value: []byte(v)})
+	}
+	return b
+}
+
+// result is one record's outcome in a comparable form.
+type result struct {
+	err  string
+	rows []string // "table:offset=…,value=…" for adv rows
+}
+
+// results decodes an Output whose rows are adv rows.
+func results(tb testing.TB, out Output) []result {
+	tb.Helper()
+	var res []result
+	for {
+		r, ok := out.Next()
+		if !ok {
+			return res
+		}
+		if r.Err != "" {
+			res = append(res, result{err: r.Err})
+			continue
+		}
+		var rr result
+		for {
+			table, row, ok := r.NextRow()
+			if !ok {
+				break
+			}
+			rr.rows = append(rr.rows, fmt.Sprintf("%d:%s", table, advRow(row)))
+		}
+		res = append(res, rr)
+	}
+}
+
+// advRow renders an adv row (UInt64, String) or says why it does not decode.
+func advRow(row []byte) string {
+	if len(row) < 8 {
+		return fmt.Sprintf("short row %x", row)
+	}
+	off := uint64(0)
+	for i := 7; i >= 0; i-- {
+		off = off<<8 | uint64(row[i])
+	}
+	rest := row[8:]
+	n, k := uint64(0), 0
+	for shift := 0; k < len(rest); shift += 7 {
+		c := rest[k]
+		k++
+		n |= uint64(c&0x7F) << shift
+		if c&0x80 == 0 {
+			break
+		}
+	}
+	if k == 0 || uint64(len(rest)-k) != n {
+		return fmt.Sprintf("offset=%d bad value %x", off, rest)
+	}
+	return fmt.Sprintf("offset=%d,value=%s", off, rest[k:])
+}

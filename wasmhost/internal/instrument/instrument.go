@@ -1,0 +1,888 @@
+// Package instrument rewrites a WebAssembly binary so that its host can stop
+// it cheaply ("epoch interruption"), so that the Go scheduler can stop it for
+// a garbage collection, and so that the host can tell when it ran out of
+// memory. See docs/adr/0002-batch-deadline.md.
+//
+// Every loop header, and the entry of every function that makes calls,
+// counts down a module-wide budget:
+//
+//	global.get $budget; i32.const 1; i32.sub; global.set $budget
+//	global.get $budget; i32.eqz; if; call $slow; end
+//
+// so that a loop, however tight, and a call chain, however deep, reach
+// $slow (an added function) every Budget steps. $slow traps with
+// unreachable if the exported global InterruptGlobal is set; otherwise it
+// yields to the host (a memory.grow of 0 pages, which wazero runs in Go:
+// there the goroutine can be preempted, so that a stop-the-world pause of
+// the host's garbage collector does not wait for the end of the guest's
+// call) and refills the budget. To interrupt the guest the host sets
+// InterruptGlobal to 1 and BudgetGlobal to 1, from any goroutine: the guest
+// traps at its next loop iteration or call.
+//
+// Every memory.grow becomes a call to an added function that does the grow
+// and sets the exported global OOMGlobal to 1 when it fails, so that a guest
+// that dies after a failed grow (a Go guest prints "out of memory" and
+// aborts) is recognised as having hit its memory cap. A start section
+// becomes the export StartFunc, for the host to run under its deadline.
+//
+// Wasm's structured control flow keeps every change local: only function
+// bodies and section sizes change; no branch target, function, type, global
+// or local index moves (new entries are appended at the ends of their index
+// spaces). DWARF custom sections, whose code offsets would be wrong after
+// the rewrite, are dropped; the name section is kept.
+//
+// Rewrite also guards wazero's decoder, which allocates by the lengths a
+// binary declares before reading the elements: it refuses vectors longer
+// than the bytes left and absurd numbers of locals.
+//
+// The rewriter decodes the instruction set wazero accepts by default
+// (WebAssembly 2.0: MVP, sign extension, non-trapping conversions, bulk
+// memory, reference types, multi-value, SIMD) and refuses anything else.
+package instrument
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// The names under which the rewrite exports what it adds.
+const (
+	InterruptGlobal = "__sluice_interrupt"
+	BudgetGlobal    = "__sluice_budget"
+	OOMGlobal       = "__sluice_oom"
+	// StartFunc is the export that replaces a start section, so that the
+	// host runs the start function under a deadline instead of inside
+	// instantiation, where nothing can interrupt it.
+	StartFunc = "__sluice_start"
+)
+
+// Budget is how many loop iterations and calls (of functions that make
+// calls) a guest runs between two yields to the host.
+const Budget = 1 << 14
+
+// maxLocals bounds a function's locals (wazero allocates them up front; a
+// 4-byte declaration can ask for 2^32). Other runtimes use the same bound.
+const maxLocals = 50000
+
+// maxTotalLocals bounds the locals of all functions together, for the
+// same reason (a Go guest of 2 MB declares a few hundred thousand).
+const maxTotalLocals = 4 << 20
+
+// Section ids.
+const (
+	secCustom   = 0
+	secType     = 1
+	secImport   = 2
+	secFunction = 3
+	secTable    = 4
+	secMemory   = 5
+	secGlobal   = 6
+	secExport   = 7
+	secStart    = 8
+	secElement  = 9
+	secCode     = 10
+	secData     = 11
+	secDataCnt  = 12
+	secTag      = 13
+)
+
+// order is each known section's position in the order the binary format
+// requires (the tag section sits between memory and global).
+var order = map[byte]int{
+	secType: 1, secImport: 2, secFunction: 3, secTable: 4, secMemory: 5, secTag: 6,
+	secGlobal: 7, secExport: 8, secStart: 9, secElement: 10, secDataCnt: 11, secCode: 12, secData: 13,
+}
+
+type section struct {
+	id   byte
+	body []byte
+}
+
+// Stats says what Rewrite changed.
+type Stats struct {
+	Functions  int  // function bodies rewritten
+	Loops      int  // loop headers that got a check
+	Entries    int  // function entries that got a check
+	MemoryGrow int  // memory.grow instructions redirected
+	Start      bool // the start section became the StartFunc export
+}
+
+// module is what Rewrite learns about the module before rewriting its code.
+type module struct {
+	params          []uint32 // parameter count of each type
+	funcTypes       []uint32 // type index of each defined function
+	importedFuncs   uint32
+	importedGlobals uint32
+	definedGlobals  uint32
+	hasMemory       bool
+	start           uint32
+	hasStart        bool
+}
+
+// Rewrite returns the instrumented module. It fails on a binary it cannot
+// decode, or one that already exports a name it would add.
+func Rewrite(wasm []byte) ([]byte, Stats, error) {
+	var st Stats
+	if len(wasm) < 8 || string(wasm[:4]) != "\x00asm" {
+		return nil, st, errors.New("not a WebAssembly binary")
+	}
+	if v := binary.LittleEndian.Uint32(wasm[4:8]); v != 1 {
+		return nil, st, fmt.Errorf("binary format version %d; only version 1 is supported", v)
+	}
+	var secs []section
+	r := &reader{b: wasm, off: 8}
+	for r.off < len(r.b) {
+		id := r.byte()
+		n := r.u32()
+		body := r.bytes(int(n))
+		if r.err != nil {
+			return nil, st, fmt.Errorf("section %d: %w", id, r.err)
+		}
+		if id == secCustom && isDWARF(body) {
+			continue
+		}
+		secs = append(secs, section{id: id, body: body})
+	}
+	m, secs, err := scan(secs)
+	if err != nil {
+		return nil, st, err
+	}
+
+	g := m.importedGlobals + m.definedGlobals
+	interrupt, oom, budget := g, g+1, g+2
+	nfuncs := m.importedFuncs + uint32(len(m.funcTypes))
+	slowFunc, growFunc := nfuncs, nfuncs+1
+	typeVoid, typeGrow := uint32(len(m.params)), uint32(len(m.params))+1
+
+	for i, s := range secs {
+		if s.id != secCode {
+			continue
+		}
+		body, err := rewriteCode(s.body, m, budget, slowFunc, growFunc, &st)
+		if err != nil {
+			return nil, st, err
+		}
+		secs[i].body = body
+	}
+	if st.MemoryGrow > 0 && !m.hasMemory {
+		return nil, st, errors.New("memory.grow in a module without a memory")
+	}
+
+	if m.hasStart {
+		st.Start = true
+		kept := secs[:0]
+		for _, s := range secs {
+			if s.id != secStart {
+				kept = append(kept, s)
+			}
+		}
+		secs = kept
+	}
+	secs = edit(secs, secGlobal, func(b []byte) []byte {
+		return appendVec(b, func(out []byte) []byte {
+			out = append(out, 0x7F, 0x01, 0x41, 0x00, 0x0B) // $interrupt (mut i32) 0
+			out = append(out, 0x7F, 0x01, 0x41, 0x00, 0x0B) // $oom (mut i32) 0
+			out = append(out, 0x7F, 0x01, 0x41)             // $budget (mut i32) Budget
+			out = appendS32(out, Budget)
+			return append(out, 0x0B)
+		}, 3)
+	})
+	secs = edit(secs, secExport, func(b []byte) []byte {
+		return appendVec(b, func(out []byte) []byte {
+			for _, e := range []struct {
+				name string
+				idx  uint32
+			}{{InterruptGlobal, interrupt}, {OOMGlobal, oom}, {BudgetGlobal, budget}} {
+				out = appendName(out, e.name)
+				out = append(out, 0x03)
+				out = appendU32(out, e.idx)
+			}
+			if m.hasStart {
+				out = appendName(out, StartFunc)
+				out = append(out, 0x00)
+				out = appendU32(out, m.start)
+			}
+			return out
+		}, 3+boolCount(m.hasStart))
+	})
+	secs = edit(secs, secType, func(b []byte) []byte {
+		return appendVec(b, func(out []byte) []byte {
+			out = append(out, 0x60, 0x00, 0x00)              // () -> ()
+			return append(out, 0x60, 0x01, 0x7F, 0x01, 0x7F) // (i32) -> i32
+		}, 2)
+	})
+	nadd := uint32(1)
+	if m.hasMemory {
+		nadd = 2
+	}
+	secs = edit(secs, secFunction, func(b []byte) []byte {
+		return appendVec(b, func(out []byte) []byte {
+			out = appendU32(out, typeVoid)
+			if m.hasMemory {
+				out = appendU32(out, typeGrow)
+			}
+			return out
+		}, nadd)
+	})
+	secs = edit(secs, secCode, func(b []byte) []byte {
+		return appendVec(b, func(out []byte) []byte {
+			out = appendFunc(out, slowBody(interrupt, budget, m.hasMemory))
+			if m.hasMemory {
+				out = appendFunc(out, growBody(oom))
+			}
+			return out
+		}, nadd)
+	})
+
+	out := make([]byte, 0, len(wasm)+len(wasm)/4+64)
+	out = append(out, wasm[:8]...)
+	for _, s := range secs {
+		out = append(out, s.id)
+		out = appendU32(out, uint32(len(s.body)))
+		out = append(out, s.body...)
+	}
+	return out, st, nil
+}
+
+// slowBody is $slow: trap if interrupted, else yield to the host and
+// refill the budget.
+func slowBody(interrupt, budget uint32, yield bool) []byte {
+	f := []byte{0x00}                     // no locals
+	f = append(f, 0x23)                   // global.get $interrupt
+	f = appendU32(f, interrupt)           //
+	f = append(f, 0x04, 0x40, 0x00, 0x0B) // if; unreachable; end
+	if yield {
+		f = append(f, 0x41, 0x00, 0x40, 0x00, 0x1A) // i32.const 0; memory.grow 0; drop
+	}
+	f = append(f, 0x41) // i32.const Budget
+	f = appendS32(f, Budget)
+	f = append(f, 0x24) // global.set $budget
+	f = appendU32(f, budget)
+	return append(f, 0x0B)
+}
+
+// growBody is the memory.grow wrapper: the grow, and $oom = 1 if it fails.
+func growBody(oom uint32) []byte {
+	f := []byte{0x01, 0x01, 0x7F} // one local i32: the result
+	f = append(f,
+		0x20, 0x00, // local.get 0
+		0x40, 0x00, // memory.grow 0
+		0x22, 0x01, // local.tee 1
+		0x41, 0x7F, // i32.const -1
+		0x46,       // i32.eq
+		0x04, 0x40, // if
+		0x41, 0x01, // i32.const 1
+		0x24) // global.set $oom
+	f = appendU32(f, oom)
+	return append(f, 0x0B, 0x20, 0x01, 0x0B) // end; local.get 1; end
+}
+
+func appendFunc(out, body []byte) []byte {
+	out = appendU32(out, uint32(len(body)))
+	return append(out, body...)
+}
+
+// scan reads every section but the code, checking every vector length
+// before wazero allocates by it, and returns what the rewrite needs to know
+// and the sections to keep.
+func scan(secs []section) (*module, []section, error) {
+	m := &module{}
+	kept := secs[:0]
+	for _, s := range secs {
+		sr := &reader{b: s.body}
+		switch s.id {
+		case secCustom:
+			if !namesOK(s.body) {
+				continue // a name section wazero would choke on: drop it
+			}
+		case secType:
+			n := sr.count()
+			for i := uint32(0); i < n && sr.err == nil; i++ {
+				if f := sr.byte(); f != 0x60 && sr.err == nil {
+					sr.fail(fmt.Sprintf("function type form %#x", f))
+				}
+				var params uint32
+				for k := range 2 { // params, results
+					c := sr.count()
+					for j := uint32(0); j < c && sr.err == nil; j++ {
+						sr.valType()
+					}
+					if k == 0 {
+						params = c
+					}
+				}
+				m.params = append(m.params, params)
+			}
+		case secImport:
+			n := sr.count()
+			for i := uint32(0); i < n && sr.err == nil; i++ {
+				sr.name()
+				sr.name()
+				switch kind := sr.byte(); kind {
+				case 0x00: // func
+					sr.u32()
+					m.importedFuncs++
+				case 0x01: // table
+					sr.refType()
+					sr.limits()
+				case 0x02: // memory
+					sr.limits()
+					m.hasMemory = true
+				case 0x03: // global
+					sr.valType()
+					sr.byte()
+					m.importedGlobals++
+				case 0x04: // tag
+					sr.byte()
+					sr.u32()
+				default:
+					sr.fail(fmt.Sprintf("import kind %#x", kind))
+				}
+			}
+		case secFunction:
+			n := sr.count()
+			for i := uint32(0); i < n && sr.err == nil; i++ {
+				m.funcTypes = append(m.funcTypes, sr.u32())
+			}
+		case secMemory:
+			if sr.count() > 0 {
+				m.hasMemory = true
+			}
+		case secTable, secTag:
+			sr.count()
+		case secStart:
+			m.start, m.hasStart = sr.u32(), true
+		case secGlobal:
+			m.definedGlobals = sr.count()
+		case secExport:
+			n := sr.count()
+			for i := uint32(0); i < n && sr.err == nil; i++ {
+				name := sr.name()
+				switch name {
+				case InterruptGlobal, OOMGlobal, BudgetGlobal, StartFunc:
+					return nil, nil, fmt.Errorf("the module already exports %s", name)
+				}
+				sr.byte()
+				sr.u32()
+			}
+		case secElement:
+			checkElements(sr)
+		case secData:
+			n := sr.count()
+			for i := uint32(0); i < n && sr.err == nil; i++ {
+				switch flags := sr.u32(); flags {
+				case 0:
+					constExpr(sr)
+				case 1:
+				case 2:
+					sr.u32()
+					constExpr(sr)
+				default:
+					sr.fail(fmt.Sprintf("data segment flags %d", flags))
+				}
+				sr.bytes(int(sr.u32()))
+			}
+		case secDataCnt:
+			sr.u32()
+		case secCode:
+			// The code is checked as it is rewritten.
+		default:
+			return nil, nil, fmt.Errorf("unknown section id %d", s.id)
+		}
+		if sr.err != nil {
+			return nil, nil, fmt.Errorf("section %d: %w", s.id, sr.err)
+		}
+		switch s.id {
+		case secType, secImport, secFunction, secStart, secExport, secElement, secData, secDataCnt:
+			if sr.off != len(s.body) {
+				return nil, nil, fmt.Errorf("section %d: %d bytes after its content", s.id, len(s.body)-sr.off)
+			}
+		}
+		kept = append(kept, s)
+	}
+	for _, t := range m.funcTypes {
+		if t >= uint32(len(m.params)) {
+			return nil, nil, fmt.Errorf("function section: type index %d out of range", t)
+		}
+	}
+	return m, kept, nil
+}
+
+// checkElements reads an element section, checking its vector lengths.
+func checkElements(r *reader) {
+	n := r.count()
+	for i := uint32(0); i < n && r.err == nil; i++ {
+		flags := r.u32()
+		if flags > 7 {
+			r.fail(fmt.Sprintf("element segment flags %d", flags))
+			return
+		}
+		if flags&1 == 0 { // active: [table index,] offset expression
+			if flags&2 != 0 {
+				r.u32()
+			}
+			constExpr(r)
+		}
+		if flags&3 != 0 { // element kind or reference type
+			r.byte()
+		}
+		m := r.count()
+		for j := uint32(0); j < m && r.err == nil; j++ {
+			if flags&4 != 0 {
+				constExpr(r)
+			} else {
+				r.u32()
+			}
+		}
+	}
+}
+
+// constExpr reads a constant expression, up to and including its end.
+func constExpr(r *reader) {
+	for r.err == nil {
+		op := r.byte()
+		if op == 0x0B {
+			return
+		}
+		if err := skipImmediates(r, op); err != nil {
+			r.fail(err.Error())
+		}
+	}
+}
+
+// namesOK reports whether a custom section is anything but a name section
+// whose maps have impossible lengths.
+func namesOK(body []byte) bool {
+	r := &reader{b: body}
+	if r.name() != "name" || r.err != nil {
+		return true
+	}
+	for r.off < len(r.b) && r.err == nil {
+		id := r.byte()
+		sub := &reader{b: r.bytes(int(r.u32()))}
+		switch id {
+		case 1: // function names
+			n := sub.count()
+			for i := uint32(0); i < n && sub.err == nil; i++ {
+				sub.u32()
+				sub.name()
+			}
+		case 2: // local names
+			n := sub.count()
+			for i := uint32(0); i < n && sub.err == nil; i++ {
+				sub.u32()
+				m := sub.count()
+				for j := uint32(0); j < m && sub.err == nil; j++ {
+					sub.u32()
+					sub.name()
+				}
+			}
+		}
+		if sub.err != nil {
+			return false
+		}
+	}
+	return r.err == nil
+}
+
+func boolCount(b bool) uint32 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func isDWARF(body []byte) bool {
+	r := &reader{b: body}
+	name := r.name()
+	return r.err == nil && strings.HasPrefix(name, ".debug_")
+}
+
+// edit applies f to the body of the section with the given id, creating an
+// empty one (a vector of 0 entries) in its place when there is none.
+func edit(secs []section, id byte, f func([]byte) []byte) []section {
+	for i := range secs {
+		if secs[i].id == id {
+			secs[i].body = f(secs[i].body)
+			return secs
+		}
+	}
+	at := len(secs)
+	for i, s := range secs {
+		if s.id != secCustom && order[s.id] > order[id] {
+			at = i
+			break
+		}
+	}
+	s := section{id: id, body: f([]byte{0x00})}
+	return append(secs[:at], append([]section{s}, secs[at:]...)...)
+}
+
+// appendVec adds n entries, written by add, to the vector that is body.
+func appendVec(body []byte, add func([]byte) []byte, n uint32) []byte {
+	r := &reader{b: body}
+	count := r.u32()
+	out := appendU32(nil, count+n)
+	out = append(out, body[r.off:]...)
+	return add(out)
+}
+
+// countSeq is the countdown at a loop header and at the entry of a
+// function that makes calls. It uses no added local: wazevo keeps a local
+// that changes in a loop live across the whole function, which costs more
+// than the global's load and store (measured: +65% on a Go guest against
+// +15%).
+func countSeq(budget, slow uint32) []byte {
+	b := []byte{0x23} // global.get $budget
+	b = appendU32(b, budget)
+	b = append(b, 0x41, 0x01, 0x6B, 0x24) // i32.const 1; i32.sub; global.set $budget
+	b = appendU32(b, budget)
+	b = append(b, 0x23) // global.get $budget: the value just set, not reloaded
+	b = appendU32(b, budget)
+	b = append(b, 0x45, 0x04, 0x40, 0x10) // i32.eqz; if; call $slow
+	b = appendU32(b, slow)
+	return append(b, 0x0B) // end
+}
+
+// rewriteCode rewrites every function body of a code section.
+func rewriteCode(sec []byte, m *module, budget, slowFunc, growFunc uint32, st *Stats) ([]byte, error) {
+	call := appendU32([]byte{0x10}, growFunc)
+	r := &reader{b: sec}
+	n := r.count()
+	if r.err != nil {
+		return nil, fmt.Errorf("code section: %w", r.err)
+	}
+	if int(n) != len(m.funcTypes) {
+		return nil, fmt.Errorf("code section has %d functions; the function section declares %d", n, len(m.funcTypes))
+	}
+	out := make([]byte, 0, len(sec)+len(sec)/4)
+	out = appendU32(out, n)
+	var body, code []byte
+	var totalLocals uint64
+	for i := uint32(0); i < n; i++ {
+		size := r.u32()
+		fb := r.bytes(int(size))
+		if r.err != nil {
+			return nil, fmt.Errorf("code section: function %d: %w", i, r.err)
+		}
+		fr := &reader{b: fb}
+		ndecl := fr.count()
+		var locals uint64
+		for j := uint32(0); j < ndecl && fr.err == nil; j++ {
+			locals += uint64(fr.u32())
+			fr.valType()
+		}
+		if fr.err != nil {
+			return nil, fmt.Errorf("code section: function %d locals: %w", i, fr.err)
+		}
+		if locals > maxLocals {
+			return nil, fmt.Errorf("code section: function %d has %d locals; at most %d are allowed", i, locals, maxLocals)
+		}
+		if totalLocals += locals; totalLocals > maxTotalLocals {
+			return nil, fmt.Errorf("code section: more than %d locals in all", maxTotalLocals)
+		}
+		check := countSeq(budget, slowFunc)
+		res, err := rewriteBody(fb[fr.off:], check, call, code[:0])
+		if err != nil {
+			return nil, fmt.Errorf("code section: function %d: %w", i, err)
+		}
+		code = res.code
+		st.Functions++
+		st.Loops += res.loops
+		st.MemoryGrow += res.grows
+		body = append(body[:0], fb[:fr.off]...)
+		if res.calls {
+			body = append(body, check...)
+			st.Entries++
+		}
+		body = append(body, code...)
+		out = appendU32(out, uint32(len(body)))
+		out = append(out, body...)
+	}
+	if r.off != len(sec) {
+		return nil, fmt.Errorf("code section: %d bytes after the last function", len(sec)-r.off)
+	}
+	return out, nil
+}
+
+type bodyResult struct {
+	code         []byte
+	loops, grows int
+	calls        bool
+}
+
+// rewriteBody copies one function's instructions into out, adding a check
+// after each loop header and redirecting memory.grow.
+func rewriteBody(in, check, call, out []byte) (bodyResult, error) {
+	var res bodyResult
+	r := &reader{b: in}
+	for r.off < len(in) && r.err == nil {
+		start := r.off
+		op := r.byte()
+		switch {
+		case op == 0x03: // loop bt
+			r.blockType()
+			out = append(out, in[start:r.off]...)
+			out = append(out, check...)
+			res.loops++
+			continue
+		case op == 0x40: // memory.grow memidx
+			if m := r.u32(); m != 0 && r.err == nil {
+				return res, fmt.Errorf("memory.grow of memory %d at offset %d: only one memory is supported", m, start)
+			}
+			out = append(out, call...)
+			res.grows++
+			continue
+		case op == 0x10 || op == 0x11:
+			res.calls = true
+		}
+		if err := skipImmediates(r, op); err != nil {
+			return res, fmt.Errorf("at offset %d: %w", start, err)
+		}
+		out = append(out, in[start:r.off]...)
+	}
+	if r.err != nil {
+		return res, r.err
+	}
+	res.code = out
+	return res, nil
+}
+
+// skipImmediates reads the immediates of the instruction whose opcode
+// (already read) is op.
+func skipImmediates(r *reader, op byte) error {
+	switch {
+	case op == 0x00 || op == 0x01 || op == 0x05 || op == 0x0B || op == 0x0F ||
+		op == 0x1A || op == 0x1B || op == 0xD1 || (op >= 0x45 && op <= 0xC4):
+		// no immediates
+	case op == 0x02 || op == 0x04: // block, if
+		r.blockType()
+	case op == 0x0C || op == 0x0D || op == 0x10 || op == 0xD2 || // br, br_if, call, ref.func
+		(op >= 0x20 && op <= 0x26) || op == 0x3F: // locals, globals, table.get/set, memory.size
+		r.u32()
+	case op == 0x0E: // br_table
+		n := r.count()
+		for i := uint32(0); i <= n && r.err == nil; i++ {
+			r.u32()
+		}
+	case op == 0x11: // call_indirect typeidx tableidx
+		r.u32()
+		r.u32()
+	case op == 0x1C: // select t*
+		n := r.count()
+		for i := uint32(0); i < n && r.err == nil; i++ {
+			r.valType()
+		}
+	case op >= 0x28 && op <= 0x3E: // loads and stores
+		r.memArg()
+	case op == 0x41:
+		r.sleb(32)
+	case op == 0x42:
+		r.sleb(64)
+	case op == 0x43:
+		r.bytes(4)
+	case op == 0x44:
+		r.bytes(8)
+	case op == 0xD0: // ref.null t
+		r.refType()
+	case op == 0xFC:
+		sub := r.u32()
+		switch {
+		case sub <= 7: // saturating truncations
+		case sub == 8: // memory.init data mem
+			r.u32()
+			r.u32()
+		case sub == 9 || sub == 13 || (sub >= 15 && sub <= 17): // data.drop, elem.drop, table.grow/size/fill
+			r.u32()
+		case sub == 10 || sub == 12 || sub == 14: // memory.copy, table.init, table.copy
+			r.u32()
+			r.u32()
+		case sub == 11: // memory.fill
+			r.u32()
+		default:
+			return fmt.Errorf("unsupported instruction 0xFC %d", sub)
+		}
+	case op == 0xFD:
+		sub := r.u32()
+		switch {
+		case sub <= 0x0B || sub == 0x5C || sub == 0x5D: // v128 loads and store
+			r.memArg()
+		case sub == 0x0C || sub == 0x0D: // v128.const, i8x16.shuffle
+			r.bytes(16)
+		case sub >= 0x15 && sub <= 0x22: // extract/replace lane
+			r.byte()
+		case sub >= 0x54 && sub <= 0x5B: // load/store lane
+			r.memArg()
+			r.byte()
+		case sub <= 0xFF:
+			// no immediates
+		default:
+			return fmt.Errorf("unsupported instruction 0xFD %d", sub)
+		}
+	default:
+		return fmt.Errorf("unsupported instruction %#x (a WebAssembly feature the host does not enable)", op)
+	}
+	return r.err
+}
+
+// reader decodes the binary format. The first error sticks.
+type reader struct {
+	b   []byte
+	off int
+	err error
+}
+
+var errShort = errors.New("unexpected end")
+
+func (r *reader) fail(what string) {
+	if r.err == nil {
+		r.err = fmt.Errorf("bad %s at offset %d", what, r.off)
+	}
+	r.off = len(r.b)
+}
+
+func (r *reader) byte() byte {
+	if r.off >= len(r.b) {
+		if r.err == nil {
+			r.err = errShort
+		}
+		return 0
+	}
+	c := r.b[r.off]
+	r.off++
+	return c
+}
+
+func (r *reader) bytes(n int) []byte {
+	if n < 0 || n > len(r.b)-r.off {
+		if r.err == nil {
+			r.err = errShort
+		}
+		r.off = len(r.b)
+		return nil
+	}
+	b := r.b[r.off : r.off+n]
+	r.off += n
+	return b
+}
+
+func (r *reader) u32() uint32 {
+	var v uint32
+	for shift := 0; shift < 35; shift += 7 {
+		c := r.byte()
+		if r.err != nil {
+			return 0
+		}
+		v |= uint32(c&0x7F) << shift
+		if c&0x80 == 0 {
+			return v
+		}
+	}
+	r.fail("LEB128 u32")
+	return 0
+}
+
+// count reads a vector's length and checks it against the bytes left,
+// given that an element takes at least one byte. wazero's decoder allocates
+// by such counts before reading the elements, so a tiny module with a huge
+// count would make it allocate gigabytes: Rewrite runs first and refuses it.
+func (r *reader) count() uint32 {
+	n := r.u32()
+	if r.err == nil && uint64(n) > uint64(len(r.b)-r.off) {
+		r.fail(fmt.Sprintf("vector length %d (more than the %d bytes left)", n, len(r.b)-r.off))
+		return 0
+	}
+	return n
+}
+
+func (r *reader) sleb(bits int) {
+	for n := 0; n < (bits+6)/7; n++ {
+		c := r.byte()
+		if r.err != nil || c&0x80 == 0 {
+			return
+		}
+	}
+	r.fail("LEB128 integer")
+}
+
+func (r *reader) name() string { return string(r.bytes(int(r.u32()))) }
+
+func (r *reader) valType() {
+	switch c := r.byte(); c {
+	case 0x7F, 0x7E, 0x7D, 0x7C, 0x7B, 0x70, 0x6F:
+	default:
+		r.off--
+		r.fail(fmt.Sprintf("value type %#x", c))
+	}
+}
+
+func (r *reader) refType() {
+	switch c := r.byte(); c {
+	case 0x70, 0x6F:
+	default:
+		r.off--
+		r.fail(fmt.Sprintf("reference type %#x", c))
+	}
+}
+
+func (r *reader) limits() {
+	switch flags := r.byte(); flags {
+	case 0x00:
+		r.u32()
+	case 0x01, 0x03:
+		r.u32()
+		r.u32()
+	default:
+		r.fail(fmt.Sprintf("limits flags %#x", flags))
+	}
+}
+
+func (r *reader) memArg() {
+	r.u32()
+	r.u32()
+}
+
+// blockType reads a block type: empty (0x40), a value type, or a type index
+// as a signed LEB128 (s33).
+func (r *reader) blockType() {
+	if r.off >= len(r.b) {
+		r.byte()
+		return
+	}
+	switch r.b[r.off] {
+	case 0x40, 0x7F, 0x7E, 0x7D, 0x7C, 0x7B, 0x70, 0x6F:
+		r.off++
+		return
+	}
+	r.sleb(33)
+}
+
+func appendU32(b []byte, v uint32) []byte {
+	for {
+		c := byte(v & 0x7F)
+		v >>= 7
+		if v == 0 {
+			return append(b, c)
+		}
+		b = append(b, c|0x80)
+	}
+}
+
+// appendS32 appends v as signed LEB128.
+func appendS32(b []byte, v int32) []byte {
+	for {
+		c := byte(v & 0x7F)
+		v >>= 7
+		if (v == 0 && c&0x40 == 0) || (v == -1 && c&0x40 != 0) {
+			return append(b, c)
+		}
+		b = append(b, c|0x80)
+	}
+}
+
+func appendName(b []byte, s string) []byte {
+	b = appendU32(b, uint32(len(s)))
+	return append(b, s...)
+}

@@ -1,0 +1,244 @@
+package instrument
+
+import (
+	"context"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+
+	wt "github.com/sluicehq/sluice/wasmhost/internal/wasmtest"
+)
+
+// countTo is (func (param $n i32) (result i32) (local $i i32)
+// loop: i++; br_if loop (i < n); return i), exported as "count".
+var countTo = wt.Func{
+	Type:   wt.TypeI32ToI32,
+	Locals: wt.Vec(append(wt.U32(1), wt.I32)),
+	Body: []byte{
+		0x03, 0x40, // loop
+		0x20, 0x01, 0x41, 0x01, 0x6A, 0x21, 0x01, // i = i + 1
+		0x20, 0x01, 0x20, 0x00, 0x48, 0x0D, 0x00, // br_if 0 (i < n)
+		0x0B,       // end
+		0x20, 0x01, // local.get i
+		0x0B,
+	},
+	Export: "count",
+}
+
+// spin loops forever: (loop br 0).
+var spin = wt.Func{Type: wt.TypeVoid, Body: []byte{0x03, 0x40, 0x0C, 0x00, 0x0B, 0x0B}, Export: "spin"}
+
+// grow is memory.grow of its argument, exported as "grow".
+var grow = wt.Func{Type: wt.TypeI32ToI32, Body: []byte{0x20, 0x00, 0x40, 0x00, 0x0B}, Export: "grow"}
+
+// callSpin calls spin: a function without a loop that makes a call.
+var callSpin = wt.Func{Type: wt.TypeVoid, Body: []byte{0x10, 0x05, 0x0B}, Export: "callspin"}
+
+func testModule(extra ...wt.Func) []byte {
+	return wt.Module{Version: 1, Transform: []byte{0x42, 0x00, 0x0B}, Extra: extra}.Build()
+}
+
+func instantiate(t *testing.T, wasm []byte, memLimitPages uint32) api.Module {
+	t.Helper()
+	ctx := context.Background()
+	rc := wazero.NewRuntimeConfigCompiler()
+	if memLimitPages > 0 {
+		rc = rc.WithMemoryLimitPages(memLimitPages)
+	}
+	rt := wazero.NewRuntimeWithConfig(ctx, rc)
+	t.Cleanup(func() { rt.Close(ctx) })
+	mod, err := rt.Instantiate(ctx, wasm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mod
+}
+
+func rewrite(t *testing.T, wasm []byte) ([]byte, Stats) {
+	t.Helper()
+	out, st, err := Rewrite(wasm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out, st
+}
+
+func TestRewriteKeepsBehaviour(t *testing.T) {
+	out, st := rewrite(t, testModule(countTo, spin, grow))
+	if st.Loops != 2 || st.MemoryGrow != 1 || st.Entries != 0 || st.Start {
+		t.Errorf("stats %+v, want 2 loops, 1 grow, 0 entries, no start", st)
+	}
+	mod := instantiate(t, out, 0)
+	res, err := mod.ExportedFunction("count").Call(context.Background(), 1000)
+	if err != nil || res[0] != 1000 {
+		t.Fatalf("count(1000) = %v, %v", res, err)
+	}
+	for _, g := range []string{InterruptGlobal, OOMGlobal, BudgetGlobal} {
+		if _, ok := mod.ExportedGlobal(g).(api.MutableGlobal); !ok {
+			t.Errorf("no mutable global %s", g)
+		}
+	}
+}
+
+func TestInterruptStopsLoopsAndCalls(t *testing.T) {
+	out, st := rewrite(t, testModule(countTo, spin, callSpin))
+	if st.Entries != 1 {
+		t.Errorf("stats %+v: want an entry check in callspin only", st)
+	}
+	for _, fn := range []string{"spin", "callspin"} {
+		t.Run(fn, func(t *testing.T) {
+			mod := instantiate(t, out, 0)
+			done := make(chan error, 1)
+			go func() {
+				_, err := mod.ExportedFunction(fn).Call(context.Background())
+				done <- err
+			}()
+			time.Sleep(20 * time.Millisecond)
+			// The guest yields to the Go scheduler: a garbage collection, which
+			// stops the world, completes while it spins.
+			gc := make(chan struct{})
+			go func() { runtime.GC(); close(gc) }()
+			select {
+			case <-gc:
+			case <-time.After(5 * time.Second):
+				t.Fatal("runtime.GC did not complete while the guest ran")
+			}
+			select {
+			case err := <-done:
+				t.Fatalf("returned before the interrupt: %v", err)
+			default:
+			}
+			interrupt(mod)
+			select {
+			case err := <-done:
+				if err == nil || !strings.Contains(err.Error(), "unreachable") {
+					t.Fatalf("err = %v, want an unreachable trap", err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("the interrupt did not stop the loop")
+			}
+		})
+	}
+	// Interrupted, a loop traps at its first iteration.
+	mod := instantiate(t, out, 0)
+	interrupt(mod)
+	if _, err := mod.ExportedFunction("count").Call(context.Background(), 2); err == nil {
+		t.Fatal("count ran with the interrupt set")
+	}
+}
+
+// interrupt does what the host's watchdog does.
+func interrupt(mod api.Module) {
+	mod.ExportedGlobal(InterruptGlobal).(api.MutableGlobal).Set(1)
+	mod.ExportedGlobal(BudgetGlobal).(api.MutableGlobal).Set(1)
+}
+
+// The budget runs down and is refilled: a long loop without an interrupt
+// runs to its end.
+func TestBudgetRefills(t *testing.T) {
+	out, _ := rewrite(t, testModule(countTo))
+	mod := instantiate(t, out, 0)
+	n := uint64(10 * Budget)
+	res, err := mod.ExportedFunction("count").Call(context.Background(), n)
+	if err != nil || res[0] != n {
+		t.Fatalf("count(%d) = %v, %v", n, res, err)
+	}
+	if b := mod.ExportedGlobal(BudgetGlobal).Get(); b == 0 || b > Budget {
+		t.Errorf("budget %d after the call", b)
+	}
+}
+
+func TestFailedGrowSetsOOM(t *testing.T) {
+	out, _ := rewrite(t, testModule(grow))
+	mod := instantiate(t, out, 4) // memory: 1 page, at most 4
+	oom := mod.ExportedGlobal(OOMGlobal)
+	g := mod.ExportedFunction("grow")
+	if res, err := g.Call(context.Background(), 2); err != nil || res[0] != 1 || oom.Get() != 0 {
+		t.Fatalf("grow(2) = %v, %v, oom %d; want old size 1 and no oom", res, err, oom.Get())
+	}
+	if res, err := g.Call(context.Background(), 5); err != nil || int32(res[0]) != -1 || oom.Get() != 1 {
+		t.Fatalf("grow(5) = %v, %v, oom %d; want -1 and oom 1", res, err, oom.Get())
+	}
+}
+
+func TestStartBecomesExport(t *testing.T) {
+	m := wt.Module{Version: 1, Transform: []byte{0x42, 0x00, 0x0B}, Extra: []wt.Func{spin}, Start: 1}
+	out, st := rewrite(t, m.Build())
+	if !st.Start {
+		t.Fatal("start section not converted")
+	}
+	// Instantiating no longer runs the endless start function.
+	mod := instantiate(t, out, 0)
+	if mod.ExportedFunction(StartFunc) == nil {
+		t.Fatalf("no %s export", StartFunc)
+	}
+}
+
+func TestDropsDWARF(t *testing.T) {
+	wasm := append(testModule(), wt.Section(0, append(wt.Name(".debug_info"), 1, 2, 3))...)
+	funcNames := wt.Vec(append(wt.U32(0), wt.Name("f")...))
+	names := append(wt.Name("name"), 1)
+	names = append(names, wt.U32(uint32(len(funcNames)))...)
+	wasm = append(wasm, wt.Section(0, append(names, funcNames...))...)
+	out, _ := rewrite(t, wasm)
+	if strings.Contains(string(out), ".debug_info") {
+		t.Error("DWARF section kept")
+	}
+	if !strings.Contains(string(out), "\x04name") {
+		t.Error("name section dropped")
+	}
+}
+
+func TestRefuses(t *testing.T) {
+	tests := []struct {
+		name string
+		wasm []byte
+		want string
+	}{
+		{"not wasm", []byte("hello world"), "not a WebAssembly binary"},
+		{"truncated", testModule(countTo)[:40], "unexpected end"},
+		{"tail call", testModule(wt.Func{Type: wt.TypeVoid, Body: []byte{0x12, 0x00, 0x0B}}), "unsupported instruction 0x12"},
+		{"export clash", testModule(wt.Func{Type: wt.TypeVoid, Body: []byte{0x0B}, Export: InterruptGlobal}), "already exports"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, _, err := Rewrite(tt.wasm)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// FuzzRewrite checks that Rewrite never panics, that what it accepts wazero
+// can decode without allocating by absurd lengths (the fuzzer would run out
+// of memory), and that if wazero accepts the original, it accepts the
+// rewritten module too.
+func FuzzRewrite(f *testing.F) {
+	f.Add(testModule(countTo, spin, grow, callSpin))
+	f.Add(wt.Module{Version: 1, Transform: []byte{0x00, 0x0B}, Extra: []wt.Func{spin}, Start: 1}.Build())
+	f.Add(wt.Binary())
+	ctx := context.Background()
+	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter())
+	defer rt.Close(ctx)
+	f.Fuzz(func(t *testing.T, wasm []byte) {
+		out, _, err := Rewrite(wasm)
+		if err != nil {
+			return
+		}
+		orig, origErr := rt.CompileModule(ctx, wasm)
+		if origErr != nil {
+			return
+		}
+		defer orig.Close(ctx)
+		m, err := rt.CompileModule(ctx, out)
+		if err != nil {
+			t.Fatalf("the rewritten module does not compile: %v", err)
+		}
+		m.Close(ctx)
+	})
+}
