@@ -1,0 +1,208 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluicehq/sluice/internal/testinfra"
+	"github.com/sluicehq/sluice/internal/wasmbuild"
+	"github.com/sluicehq/sluice/wasmhost"
+)
+
+// env is the services and binaries every arm of a run shares: one broker,
+// one server, one sluice binary, the two modules.
+type env struct {
+	ch       *testinfra.ClickHouse
+	kafka    *testinfra.Kafka
+	adm      *kadm.Client
+	kcl      *kgo.Client
+	chPID    int
+	kafkaPID int
+
+	dir        string
+	sluiceBin  string
+	avroWasm   string
+	jsonWasm   string
+	cacheDir   string
+	partitions int
+	logf       func(format string, args ...any)
+}
+
+// kafkaJVMArgs suit throughput on this machine: testinfra's defaults stop
+// at C1 (-XX:TieredStopAtLevel=1) for quick starts, which costs the broker
+// CPU per byte in a long run.
+var kafkaJVMArgs = []string{"-Xms1g", "-Xmx1g", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20"}
+
+func startEnv(ctx context.Context, dir string, partitions int, logf func(string, ...any)) (*env, error) {
+	e := &env{dir: dir, partitions: partitions, logf: logf, cacheDir: filepath.Join(dir, "wasm-cache")}
+	var err error
+	logf("building sluice and the modules")
+	if e.sluiceBin, err = buildSluice(ctx, dir); err != nil {
+		return nil, err
+	}
+	e.avroWasm = filepath.Join(dir, "sensor-batch.wasm")
+	if err := wasmbuild.Build(ctx, filepath.Join(wasmbuild.RepoRoot(), "examples/sensor-batch"), e.avroWasm); err != nil {
+		return nil, err
+	}
+	e.jsonWasm = filepath.Join(dir, "sensor-batch-json.wasm")
+	if err := wasmbuild.Build(ctx, filepath.Join(wasmbuild.RepoRoot(), "examples/sensor-batch-json"), e.jsonWasm); err != nil {
+		return nil, err
+	}
+	// Compile the modules into the cache sluice uses, so that no arm pays
+	// the compilation (about a second of CPU for each).
+	if err := warmCache(ctx, e.cacheDir, e.avroWasm, e.jsonWasm); err != nil {
+		return nil, err
+	}
+	logf("starting ClickHouse and Kafka")
+	e.ch, err = testinfra.StartClickHouse(ctx, testinfra.ClickHouseOptions{
+		// The Kafka engine reads JSONEachRow with the settings of the
+		// default profile; the events arrive as an object of arrays.
+		ProfileSettings: "<input_format_import_nested_json>1</input_format_import_nested_json>",
+	})
+	if err != nil {
+		return nil, err
+	}
+	e.kafka, err = testinfra.StartKafka(ctx, testinfra.KafkaOptions{
+		Partitions: partitions,
+		JVMArgs:    kafkaJVMArgs,
+		Properties: map[string]string{"num.network.threads": "2", "num.io.threads": "4"},
+	})
+	if err != nil {
+		e.close()
+		return nil, err
+	}
+	if e.kcl, err = e.kafka.NewClient(); err != nil {
+		e.close()
+		return nil, err
+	}
+	e.adm = kadm.NewClient(e.kcl)
+	if e.chPID, err = findProcess(filepath.Join(e.ch.Dir, "config.xml")); err != nil {
+		e.close()
+		return nil, err
+	}
+	if e.kafkaPID, err = findProcess(filepath.Join(e.kafka.Dir, "server.properties")); err != nil {
+		e.close()
+		return nil, err
+	}
+	return e, nil
+}
+
+func (e *env) close() {
+	if e.kcl != nil {
+		e.kcl.Close()
+	}
+	if e.kafka != nil {
+		_ = e.kafka.Close()
+	}
+	if e.ch != nil {
+		_ = e.ch.Close()
+	}
+}
+
+// query runs a query, retrying briefly (the server is busy during a run).
+func (e *env) query(ctx context.Context, sql string) (string, error) {
+	var err error
+	for attempt := 0; attempt < 5; attempt++ {
+		var out string
+		if out, err = e.ch.Query(ctx, sql); err == nil {
+			return out, nil
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		time.Sleep(time.Duration(attempt+1) * 200 * time.Millisecond)
+	}
+	return "", err
+}
+
+// landed is the rows in the table's active parts: what count() returns,
+// read from the parts' metadata rather than by scanning a column.
+func (e *env) landed(ctx context.Context, table string) (int64, error) {
+	out, err := e.query(ctx, "SELECT sum(rows) FROM system.parts WHERE database = 'default' AND table = '"+table+"' AND active")
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(strings.TrimSpace(out), 10, 64)
+}
+
+// committedLag is the records of topic not yet committed by group.
+func (e *env) committedLag(ctx context.Context, group, topic string) (int64, error) {
+	ends, err := e.adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		return 0, err
+	}
+	committed, err := e.adm.FetchOffsets(ctx, group)
+	if err != nil {
+		return 0, err
+	}
+	var lag int64
+	ends.Each(func(o kadm.ListedOffset) {
+		c, ok := committed.Lookup(topic, o.Partition)
+		if !ok || c.At < 0 {
+			lag += o.Offset
+			return
+		}
+		lag += o.Offset - c.At
+	})
+	return lag, nil
+}
+
+// topicRecords is the number of records in topic (end offsets; the topics
+// are never truncated).
+func (e *env) topicRecords(ctx context.Context, topic string) (int64, error) {
+	ends, err := e.adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	ends.Each(func(o kadm.ListedOffset) { n += o.Offset })
+	return n, nil
+}
+
+func (e *env) createTopic(ctx context.Context, topic string, partitions int) error {
+	return e.kafka.CreateTopic(ctx, topic, partitions)
+}
+
+// versions of the software under test.
+func (e *env) versions(ctx context.Context) map[string]string {
+	v := map[string]string{"kafka": testinfra.KafkaVersion}
+	if out, err := e.query(ctx, "SELECT version()"); err == nil {
+		v["clickhouse"] = strings.TrimSpace(out)
+	}
+	return v
+}
+
+func check(err error, what string) {
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "rig: %s: %v\n", what, err)
+		os.Exit(1)
+	}
+}
+
+func warmCache(ctx context.Context, dir string, modules ...string) error {
+	rt, err := wasmhost.NewRuntime(ctx, wasmhost.Config{CacheDir: dir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		return err
+	}
+	defer rt.Close(ctx)
+	for _, m := range modules {
+		code, err := os.ReadFile(m)
+		if err != nil {
+			return err
+		}
+		if _, err := rt.Load(ctx, filepath.Base(m), code); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,80 @@
+// Command sensor-batch is a sluice module for the sensor-batch workload
+// (benchmarks/README.md): each Kafka record is one Avro SensorBatch of 100
+// events in Confluent framing (schema id 1); the module drops the events
+// whose unit is "drop" or whose quality is below 0.2, and writes one row of
+// sensor_events (schema.sql) per event kept. It is a WASI reactor: build it
+// with
+//
+//	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o sensor-batch.wasm .
+//
+// The decoding and the transform rules live in package sensor (plain Go,
+// measured natively too); the row layout in package table.
+package main
+
+import (
+	"runtime"
+
+	"github.com/sluicehq/sluice/examples/sensor-batch/sensor"
+	"github.com/sluicehq/sluice/examples/sensor-batch/table"
+	sluice "github.com/sluicehq/sluice/guest-sdk/go"
+)
+
+func init() { sluice.Run(&module{}) }
+
+// main is never run in a reactor module; init registers the handler.
+func main() {}
+
+type module struct {
+	target *table.Target
+	dec    sensor.AvroDecoder
+	hdr    sensor.Header
+	ev     sensor.Event
+	upper  []byte // name_upper, reused
+	n      int    // records seen, for yieldNow
+}
+
+// Init finds sensor_events (or the table the "table" parameter names) and
+// refuses any other schema.
+func (m *module) Init(cfg *sluice.Config) (err error) {
+	m.target, err = table.Find(cfg, "sensor-batch")
+	return err
+}
+
+// Transform writes a row per kept event. A record that is not a
+// well-formed SensorBatch, or whose values do not fit the table, is
+// dead-lettered with the reason, and none of its rows is written.
+func (m *module) Transform(rec *sluice.Record, out *sluice.Output) error {
+	if m.n++; m.n%16 == 0 {
+		yieldNow()
+	}
+	h, e := &m.hdr, &m.ev
+	if err := m.dec.Reset(rec.Value, h); err != nil {
+		return err
+	}
+	if err := sensor.CheckHeader(h); err != nil {
+		return err
+	}
+	for m.dec.Next(e) {
+		if err := sensor.CheckSeq(e); err != nil {
+			return err
+		}
+		if !sensor.Keep(e) {
+			continue
+		}
+		m.upper = sensor.AppendUpper(m.upper[:0], e.Name)
+		if err := m.target.Write(out, h, e, m.upper); err != nil {
+			return err
+		}
+	}
+	return m.dec.Err()
+}
+
+// yieldNow lets the Go runtime's other goroutines run. A reactor module's
+// exports never block, so its background GC worker runs only when the
+// module yields: a GC cycle started by a buffer's growth would otherwise
+// never finish, and the write barrier it turns on would stay on for good,
+// making every pointer store dear (3x slower end to end here; see
+// benchmarks/README.md). Yielding when no GC is running costs nothing
+// measurable. This belongs in the guest SDK; until it is there, the
+// module does it.
+func yieldNow() { runtime.Gosched() }

@@ -1,0 +1,237 @@
+package main
+
+import (
+	"encoding/binary"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/examples/sensor-batch/table"
+	"github.com/sluicehq/sluice/examples/sensor-batch/table/tabletest"
+	sluice "github.com/sluicehq/sluice/guest-sdk/go"
+	"github.com/sluicehq/sluice/guest-sdk/go/sluicetest"
+)
+
+// TestGolden runs testdata/avro.bin through the module as the host would
+// and compares every row with testdata/rows.txt, which benchmarks/sensor
+// computes from the workload's formulas without decoding anything.
+func TestGolden(t *testing.T) {
+	in := tabletest.NewInstance(t, &module{}, nil, tabletest.Table18)
+	rows := tabletest.Rows(t, in, tabletest.ReadCorpus(t, "testdata/avro.bin"))
+	tabletest.CheckGolden(t, rows, "testdata/rows.txt")
+}
+
+// enc builds Avro by hand for the malformed cases.
+type enc []byte
+
+func (e enc) long(v int64) enc { return binary.AppendUvarint(e, uint64(v<<1)^uint64(v>>63)) }
+func (e enc) str(s string) enc { return append(e.long(int64(len(s))), s...) }
+func (e enc) dbl(f float64) enc {
+	return binary.LittleEndian.AppendUint64(e, math.Float64bits(f))
+}
+
+func header(batchID, tsMs int64) enc {
+	return enc{0, 0, 0, 0, 1}.long(batchID).str("sensor-1").long(1).str("region-1").long(tsMs).long(42)
+}
+
+// event appends one event: seq, name, unit, value, quality, tags.
+func (e enc) event(seq int64, unit string, q float64, tags ...string) enc {
+	e = e.long(seq).str("metric_1").str(unit).long(1000)
+	if math.IsNaN(q) {
+		e = e.long(0)
+	} else {
+		e = e.long(1).dbl(q)
+	}
+	if len(tags) > 0 {
+		e = e.long(int64(len(tags)))
+		for _, t := range tags {
+			e = e.str(t)
+		}
+	}
+	return e.long(0)
+}
+
+func run(t *testing.T, values ...[]byte) []sluicetest.Result {
+	t.Helper()
+	in := tabletest.NewInstance(t, &module{}, nil, tabletest.Table18)
+	res, err := sluicetest.DecodeOutput(in.Transform(sluicetest.BatchPayload("sensor", 0, tabletest.Records(values))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func TestMalformed(t *testing.T) {
+	good := header(7, 1772000000007).long(1).event(0, "ms", 0.5, "a").long(0)
+	for _, tt := range []struct {
+		name  string
+		value []byte
+		want  string
+	}{
+		{"empty", nil, "avro: empty message"},
+		{"not framed", []byte(`{"batch_id":1}`), "avro: not Confluent wire format: first byte 0x7b"},
+		{"schema id", append([]byte{0, 0, 0, 0, 2}, good[5:]...), "avro: schema id 2, want 1"},
+		{"trailing", append(append([]byte(nil), good...), 0), "avro: 1 trailing bytes after the datum"},
+		{"region union", enc{0, 0, 0, 0, 1}.long(7).str("s").long(2), "avro: region: union index is neither 0 (null) nor 1 (string)"},
+		{"quality union", header(7, 0).long(1).long(0).str("n").str("u").long(1).long(5), "avro: quality: union index is neither 0 (null) nor 1 (double)"},
+		{"negative length", enc{0, 0, 0, 0, 1}.long(7).long(-3), "avro: sensor: negative length -3"},
+		{"long length", enc{0, 0, 0, 0, 1}.long(7).long(1 << 40), "avro: sensor: length 1099511627776 overruns the message"},
+		{"varint overflow", enc{0, 0, 0, 0, 1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f}, "avro: batch_id: varint overflows 64 bits at byte 5"},
+		{"seq not an int", header(7, 0).long(1).long(1 << 40), "avro: seq: out of the range of an Avro int"},
+		{"seq negative", header(7, 0).long(1).event(-1, "ms", 0.5).long(0), "event seq -1 is outside 0..65535"},
+		{"seq too big", header(7, 0).long(1).event(65536, "ms", 0.5).long(0), "event seq 65536 is outside 0..65535"},
+		{"negative batch", header(-1, 0).long(0), "batch_id -1 is negative"},
+		{"ts before 1970", header(1, -1).long(0), "batch_ts_ms -1 is outside the range of DateTime"},
+		{"ts after 2106", header(1, 4294967296000).long(0), "batch_ts_ms 4294967296000 is outside the range of DateTime"},
+		{"block count min", header(7, 0).long(math.MinInt64), "avro: events: block count out of range"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			res := run(t, tt.value, good)
+			if !res[0].Failed || !strings.Contains(res[0].Err, tt.want) {
+				t.Errorf("got %+v, want an error containing %q", res[0], tt.want)
+			}
+			if res[1].Failed || len(res[1].Rows) != 1 {
+				t.Errorf("the good record after it: %+v", res[1])
+			}
+		})
+	}
+}
+
+// TestEveryTruncation checks that every proper prefix of a message is an
+// error, never a panic or a partial set of rows.
+func TestEveryTruncation(t *testing.T) {
+	msg := tabletest.ReadCorpus(t, "testdata/avro.bin")[3]
+	var prefixes [][]byte
+	for n := 0; n < len(msg); n++ {
+		prefixes = append(prefixes, msg[:n])
+	}
+	for i, r := range run(t, prefixes...) {
+		if !r.Failed || len(r.Rows) != 0 {
+			t.Fatalf("prefix of %d bytes: %+v", i, r)
+		}
+	}
+}
+
+// TestBlocks decodes arrays written as several blocks, with negative
+// counts followed by a byte size, as other Avro writers may.
+func TestBlocks(t *testing.T) {
+	first := enc(nil).event(0, "ms", math.NaN())
+	msg := header(9, 1772000000009).long(-1).long(int64(len(first))).event(0, "ms", math.NaN()).
+		long(2).event(1, "ms", 0.5, "x", "y").event(2, "drop", 0.9).
+		long(-1).long(3).long(3).str("metric_1").str("ms").long(1000).long(0).long(-1).long(2).str("z").long(0).
+		long(0)
+	res := run(t, msg)
+	if res[0].Failed || len(res[0].Rows) != 3 {
+		t.Fatalf("%+v", res[0])
+	}
+	var tags []string
+	for _, row := range res[0].Rows {
+		v, err := sluicetest.DecodeRow(tabletest.Table18.Columns, row.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tags = append(tags, tabletest.RowText(v))
+	}
+	want := []string{
+		"9\t0\tsensor-1\tregion-1\tMETRIC_1\tms\t1000\t1000000\tNULL\t[]\t1772000000\t9\t42",
+		"9\t1\tsensor-1\tregion-1\tMETRIC_1\tms\t1000\t500000\t0.5\t['x','y']\t1772000000\t9\t42",
+		"9\t3\tsensor-1\tregion-1\tMETRIC_1\tms\t1000\t250000\tNULL\t['z']\t1772000000\t9\t42",
+	}
+	for i := range want {
+		if tags[i] != want[i] {
+			t.Errorf("row %d:\n\t got %s\n\twant %s", i, tags[i], want[i])
+		}
+	}
+}
+
+func TestInit(t *testing.T) {
+	modern := tabletest.Table("sensor_events", table.ColumnsModern)
+	other := tabletest.Table("sensor_events", table.Columns18[:12])
+	for _, tt := range []struct {
+		params []sluicetest.Param
+		tables []sluicetest.Table
+		want   string
+	}{
+		{nil, []sluicetest.Table{tabletest.Table18}, ""},
+		{[]sluicetest.Param{{Key: "table", Value: "se2"}}, []sluicetest.Table{tabletest.Table("se2", table.Columns18)}, ""},
+		{nil, []sluicetest.Table{{Name: "logs"}}, `sluice: the pipeline has no target table "sensor_events" (tables: "logs")`},
+		{nil, []sluicetest.Table{other}, `sensor-batch needs the sensor_events table of examples/sensor-batch/schema.sql: ` +
+			`sluice: table "sensor_events" does not have the columns this module writes: missing column #13 send_ts_us Int64`},
+		{nil, []sluicetest.Table{modern}, `sensor-batch: table "sensor_events" has the modern layout (DateTime64), which this module cannot write: ` +
+			`sluice: table "sensor_events" does not have the columns this module writes: ` +
+			`column #11 batch_ts: type "DateTime64(3)": DateTime64 is not supported by the guest ABI; ` +
+			`column #12 send_ts: type "DateTime64(6)": DateTime64 is not supported by the guest ABI`},
+	} {
+		in := sluicetest.InitPayload(tt.params, tt.tables)
+		if got := sluice.NewInstance(&module{}).Init(in); got != tt.want {
+			t.Errorf("Init:\n\t got %s\n\twant %s", got, tt.want)
+		}
+	}
+}
+
+// TestAllocs: nothing is allocated per batch once the buffers have grown.
+func TestAllocs(t *testing.T) {
+	in := tabletest.NewInstance(t, &module{}, nil, tabletest.Table18)
+	batch := sluicetest.BatchPayload("sensor", 0, tabletest.Records(tabletest.ReadCorpus(t, "testdata/avro.bin")))
+	in.Transform(batch)
+	if a := testing.AllocsPerRun(20, func() { in.Transform(batch) }); a != 0 {
+		t.Errorf("%v allocations per batch, want 0", a)
+	}
+}
+
+// corpus is the benchmark's input: $SENSOR_CORPUS (a corpus file the rig
+// writes, to compare with wazero on the same bytes) or testdata/avro.bin.
+func corpus(b *testing.B, fallback string) [][]byte {
+	path := os.Getenv("SENSOR_CORPUS")
+	if path == "" {
+		path = fallback
+	}
+	return tabletest.ReadCorpus(b, path)
+}
+
+// BenchmarkModule is the module's whole per-batch path, natively: the SDK's
+// framing and row writer around the Avro decoder and the transform, on
+// calls of SENSOR_BATCH_RECORDS records (default 200, about the 1 MiB the
+// host hands over per call).
+func BenchmarkModule(b *testing.B) {
+	benchModule(b, &module{}, corpus(b, "testdata/avro.bin"))
+}
+
+func benchModule(b *testing.B, h *module, msgs [][]byte) {
+	n := 200
+	if s := os.Getenv("SENSOR_BATCH_RECORDS"); s != "" {
+		var err error
+		if n, err = strconv.Atoi(s); err != nil || n <= 0 {
+			b.Fatalf("SENSOR_BATCH_RECORDS=%q", s)
+		}
+	}
+	in := tabletest.NewInstance(b, h, nil, tabletest.Table18)
+	var calls [][]byte
+	for i := 0; i < len(msgs); i += n {
+		calls = append(calls, sluicetest.BatchPayload("sensor", 0, tabletest.Records(msgs[i:min(i+n, len(msgs))])))
+	}
+	rows := 0
+	for _, c := range calls {
+		res, err := sluicetest.DecodeOutput(in.Transform(c))
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, r := range res {
+			if r.Failed {
+				b.Fatal(r.Err)
+			}
+			rows += len(r.Rows)
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		in.Transform(calls[i%len(calls)])
+	}
+	perCall := float64(len(msgs)) / float64(len(calls))
+	sec := b.Elapsed().Seconds()
+	b.ReportMetric(float64(b.N)*perCall*100/sec, "events/s")
+	b.ReportMetric(float64(b.N)*perCall*float64(rows)/float64(len(msgs))/sec, "rows/s")
+}

@@ -1,0 +1,127 @@
+// Package table finds the sensor_events table among a sluice module's
+// target tables and writes the transform's rows into it. It is shared by
+// the Avro module (examples/sensor-batch) and the JSON one
+// (examples/sensor-batch-json), which differ only in how they decode.
+package table
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/sluicehq/sluice/examples/sensor-batch/sensor"
+	sluice "github.com/sluicehq/sluice/guest-sdk/go"
+)
+
+// Columns18 is the ClickHouse 18.16 variant of sensor_events, as the host
+// passes it (ingest_ts, MATERIALIZED, is not written by the module).
+var Columns18 = []sluice.Column{
+	sluice.Col("batch_id", "UInt64"),
+	sluice.Col("event_seq", "UInt16"),
+	sluice.Col("sensor", "LowCardinality(String)"),
+	sluice.Col("region", "LowCardinality(String)"),
+	sluice.Col("name_upper", "LowCardinality(String)"),
+	sluice.Col("unit", "LowCardinality(String)"),
+	sluice.Col("value", "Int64"),
+	sluice.Col("value_scaled", "Int64"),
+	sluice.Col("quality", "Nullable(Float64)"),
+	sluice.Col("tags", "Array(LowCardinality(String))"),
+	sluice.Col("batch_ts", "DateTime"),
+	sluice.Col("batch_ts_ms", "UInt16"),
+	sluice.Col("send_ts_us", "Int64"),
+}
+
+// ColumnsModern is the reference table of a modern ClickHouse: batch_ts
+// DateTime64(3) and send_ts DateTime64(6) instead of the last three
+// columns of Columns18.
+var ColumnsModern = append(append([]sluice.Column(nil), Columns18[:10]...),
+	sluice.Col("batch_ts", "DateTime64(3)"),
+	sluice.Col("send_ts", "DateTime64(6)"),
+)
+
+// Layout says which variant of the table the host's schema is.
+type Layout int
+
+const (
+	// Layout18 is the ClickHouse 18.16 variant (Columns18).
+	Layout18 Layout = iota
+	// LayoutModern is the reference variant with DateTime64 (ColumnsModern).
+	LayoutModern
+)
+
+// Target is the table the module writes.
+type Target struct {
+	T      *sluice.Table
+	Layout Layout
+	tags   []string // reused by Write
+}
+
+// Find looks up the target table, "sensor_events" unless the module
+// parameter "table" names another, and tells its layout from its column
+// types: a DateTime64 batch_ts is the modern layout. It refuses any other
+// schema, naming every difference.
+func Find(cfg *sluice.Config, module string) (*Target, error) {
+	name, ok := cfg.Param("table")
+	if !ok {
+		name = "sensor_events"
+	}
+	t, err := cfg.Table(name)
+	if err != nil {
+		return nil, err
+	}
+	if isModern(t) {
+		// The modern layout's DateTime64 columns are Int64 ticks in
+		// RowBinary (milliseconds for batch_ts, microseconds for send_ts:
+		// sensor.ModernTicks), but the guest SDK does not write DateTime64
+		// yet: Expect reports it as a column the SDK cannot write, and a
+		// module built with an SDK that can would write the ticks there.
+		if err := t.Expect(ColumnsModern...); err != nil {
+			return nil, fmt.Errorf("%s: table %q has the modern layout (DateTime64), which this module cannot write: %w", module, name, err)
+		}
+		return nil, fmt.Errorf("%s: table %q has the modern layout (DateTime64); this build of the module writes only the ClickHouse 18.16 layout", module, name)
+	}
+	if err := t.Expect(Columns18...); err != nil {
+		return nil, fmt.Errorf("%s needs the sensor_events table of examples/sensor-batch/schema.sql: %w", module, err)
+	}
+	return &Target{T: t, Layout: Layout18}, nil
+}
+
+func isModern(t *sluice.Table) bool {
+	for _, c := range t.Columns {
+		if c.Name == "batch_ts" {
+			return len(c.Type) >= 10 && c.Type[:10] == "DateTime64"
+		}
+	}
+	return false
+}
+
+// Write writes the row of event e of batch h (which the transform keeps)
+// into the 18.16 layout: region NULL becomes "", value_scaled and
+// name_upper (given, upper-cased by the caller into a reused buffer) are
+// derived, batch_ts_ms is split into seconds and milliseconds. h and e must
+// have passed sensor.CheckHeader and sensor.CheckSeq.
+func (t *Target) Write(out *sluice.Output, h *sensor.Header, e *sensor.Event, nameUpper []byte) error {
+	sec, ms := sensor.SplitTs(h)
+	w := out.Row(t.T).
+		UInt64(uint64(h.BatchID)).
+		UInt16(uint16(e.Seq)).
+		Bytes(h.Sensor).
+		Bytes(h.Region). // empty when NULL
+		Bytes(nameUpper).
+		Bytes(e.Unit).
+		Int64(e.Value).
+		Int64(sensor.ValueScaled(e))
+	if e.QualityNull {
+		w.Null()
+	} else {
+		w.Float64(e.Quality)
+	}
+	// One ArrayString call rather than BeginArray and a Bytes per tag:
+	// calls are what costs on wasm. The strings alias the tags.
+	t.tags = t.tags[:0]
+	for _, tag := range e.Tags {
+		t.tags = append(t.tags, unsafe.String(unsafe.SliceData(tag), len(tag)))
+	}
+	w.ArrayString(t.tags)
+	clear(t.tags) // keep no reference to the record
+	return w.DateTime(sec).UInt16(ms).Int64(h.SendTsUs).End()
+}

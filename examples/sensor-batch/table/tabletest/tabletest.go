@@ -1,0 +1,154 @@
+// Package tabletest holds what the sensor-batch modules' tests share: the
+// host's view of the tables, the golden corpus and rows
+// (examples/sensor-batch/testdata, written by benchmarks/sensor from the
+// workload's formulas) and a check of a Handler against them.
+package tabletest
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/examples/sensor-batch/table"
+	sluice "github.com/sluicehq/sluice/guest-sdk/go"
+	"github.com/sluicehq/sluice/guest-sdk/go/sluicetest"
+)
+
+// Table is the table as the host passes it for the given layout.
+func Table(name string, cols []sluice.Column) sluicetest.Table {
+	t := sluicetest.Table{Name: name}
+	for _, c := range cols {
+		t.Columns = append(t.Columns, sluicetest.Column{Name: c.Name, Type: c.Type})
+	}
+	return t
+}
+
+// Table18 is sensor_events in the ClickHouse 18.16 layout.
+var Table18 = Table("sensor_events", table.Columns18)
+
+// ReadCorpus reads a corpus file: messages, each after its length as a
+// little-endian u32.
+func ReadCorpus(tb testing.TB, path string) [][]byte {
+	tb.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var msgs [][]byte
+	for len(b) > 0 {
+		if len(b) < 4 || uint64(binary.LittleEndian.Uint32(b)) > uint64(len(b)-4) {
+			tb.Fatalf("%s: truncated", path)
+		}
+		n := binary.LittleEndian.Uint32(b)
+		msgs = append(msgs, b[4:4+n])
+		b = b[4+n:]
+	}
+	return msgs
+}
+
+// Records makes one Kafka record per message.
+func Records(msgs [][]byte) []sluicetest.Record {
+	recs := make([]sluicetest.Record, len(msgs))
+	for i, m := range msgs {
+		recs[i] = sluicetest.Record{Offset: int64(i), Timestamp: 1772000000000, Value: m}
+	}
+	return recs
+}
+
+// NewInstance initialises h with the given tables, failing tb on a refusal.
+func NewInstance(tb testing.TB, h sluice.Handler, params []sluicetest.Param, tables ...sluicetest.Table) *sluice.Instance {
+	tb.Helper()
+	in := sluice.NewInstance(h)
+	if msg := in.Init(sluicetest.InitPayload(params, tables)); msg != "" {
+		tb.Fatalf("init refused: %s", msg)
+	}
+	return in
+}
+
+// RowText renders a row decoded from RowBinary (sluicetest.DecodeRow over
+// the 18.16 layout) as a line of rows.txt.
+func RowText(v []any) string {
+	q := "NULL"
+	if v[8] != nil {
+		q = strconv.FormatFloat(v[8].(float64), 'g', -1, 64)
+	}
+	var tags []string
+	for _, t := range v[9].([]any) {
+		tags = append(tags, "'"+t.(string)+"'")
+	}
+	return strings.Join([]string{
+		strconv.FormatUint(v[0].(uint64), 10), strconv.Itoa(int(v[1].(uint16))),
+		v[2].(string), v[3].(string), v[4].(string), v[5].(string),
+		strconv.FormatInt(v[6].(int64), 10), strconv.FormatInt(v[7].(int64), 10), q,
+		"[" + strings.Join(tags, ",") + "]",
+		strconv.FormatInt(v[10].(time.Time).Unix(), 10), strconv.Itoa(int(v[11].(uint16))),
+		strconv.FormatInt(v[12].(int64), 10),
+	}, "\t")
+}
+
+// Rows runs the messages through in as one batch and renders every row,
+// failing tb on a record error.
+func Rows(tb testing.TB, in *sluice.Instance, msgs [][]byte) []string {
+	tb.Helper()
+	res, err := sluicetest.DecodeOutput(in.Transform(sluicetest.BatchPayload("sensor", 0, Records(msgs))))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if len(res) != len(msgs) {
+		tb.Fatalf("%d results for %d records", len(res), len(msgs))
+	}
+	var rows []string
+	for i, r := range res {
+		if r.Failed {
+			tb.Fatalf("record %d failed: %s", i, r.Err)
+		}
+		for _, row := range r.Rows {
+			if row.Table != 0 {
+				tb.Fatalf("record %d: row for table %d", i, row.Table)
+			}
+			v, err := sluicetest.DecodeRow(Table18.Columns, row.Data)
+			if err != nil {
+				tb.Fatalf("record %d: %v", i, err)
+			}
+			rows = append(rows, RowText(v))
+		}
+	}
+	return rows
+}
+
+// CheckGolden compares rows with testdata's rows.txt at path, line by line.
+func CheckGolden(t *testing.T, rows []string, path string) {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	sc := bufio.NewScanner(bytes.NewReader(raw))
+	for sc.Scan() {
+		if !strings.HasPrefix(sc.Text(), "#") {
+			want = append(want, sc.Text())
+		}
+	}
+	for i := 0; i < max(len(rows), len(want)); i++ {
+		var g, w string
+		if i < len(rows) {
+			g = rows[i]
+		}
+		if i < len(want) {
+			w = want[i]
+		}
+		if g != w {
+			t.Fatalf("row %d:\n\t got %s\n\twant %s\n(%d rows, want %d)", i, g, w, len(rows), len(want))
+		}
+	}
+	if len(want) == 0 {
+		t.Fatal(fmt.Sprintf("%s has no rows", path))
+	}
+}
