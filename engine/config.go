@@ -70,7 +70,8 @@ type KafkaConfig struct {
 	// MaxInflightBytes is the memory budget of records between poll and
 	// commit (each record counts its key, value and headers three times plus
 	// 256 bytes, an estimate of what it holds). Fetching pauses when it is
-	// reached and resumes below half of it. Default 128 MiB.
+	// reached and resumes below half of it; it is checked after each poll,
+	// so one poll (max_poll_records) may go past it. Default 128 MiB.
 	MaxInflightBytes int64 `yaml:"max_inflight_bytes"`
 	// FetchMaxBytes bounds one fetch response. Default MaxInflightBytes/8,
 	// at most 32 MiB.
