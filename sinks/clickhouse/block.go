@@ -2,7 +2,9 @@ package clickhouse
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"strings"
+	"sync"
 
 	"github.com/ClickHouse/ch-go/proto"
 )
@@ -15,7 +17,8 @@ type Column struct {
 	DefaultKind string
 }
 
-// Table is a target table's schema as discovered from the server.
+// Table is a target table's schema as discovered from the server, and
+// where its rows go.
 type Table struct {
 	Database string
 	Name     string
@@ -25,14 +28,93 @@ type Table struct {
 	// minus MATERIALIZED and ALIAS ones, which the server computes.
 	Insert []Column
 
-	insertSQL string
+	// target is the table inserts name: the table itself, or with routing
+	// shards the Distributed table's local table.
+	target *target
+	// route picks a row's shard (routing shards); nil sends every row to
+	// shards[0].
+	route *route
+	// shards are where a block's parts go, in part order.
+	shards []*shard
+	// lcKind is, per insert column, how Native encoding writes it (see
+	// lowCardinalityKind).
+	lcKind []int
+
+	// shapeMu guards shape: the buffer lengths of the fullest part of a
+	// recently inserted block, which a fresh block reserves up front.
+	shapeMu sync.Mutex
+	shape   []int
 }
 
+// recordShape remembers the buffer lengths of b's fullest part.
+func (t *Table) recordShape(b *Block) {
+	var fullest *subBlock
+	for _, p := range b.parts {
+		if fullest == nil || p.rows > fullest.rows {
+			fullest = p
+		}
+	}
+	if fullest == nil || fullest.rows == 0 {
+		return
+	}
+	t.shapeMu.Lock()
+	defer t.shapeMu.Unlock()
+	t.shape = t.shape[:0]
+	for _, c := range fullest.cols {
+		t.shape = c.shape(t.shape)
+	}
+}
+
+// newReservedBlock is NewBlock with every part's buffers sized like the
+// fullest part of a recent block, plus an eighth.
+func (t *Table) newReservedBlock() *Block {
+	b := t.NewBlock()
+	t.shapeMu.Lock()
+	shape := make([]int, len(t.shape))
+	for i, n := range t.shape {
+		shape[i] = n + n/8
+	}
+	t.shapeMu.Unlock()
+	if len(shape) == 0 {
+		return b
+	}
+	for _, p := range b.parts {
+		rest := shape
+		for _, c := range p.cols {
+			rest = c.reserve(rest)
+		}
+	}
+	return b
+}
+
+// target is the table an INSERT names, with its statements.
+type target struct {
+	database, table string
+	columns         []string
+	insertSQL       string // native: INSERT INTO … (…) VALUES
+	httpQuery       string // HTTP: INSERT INTO … (…) FORMAT Native
+}
+
+func newTarget(database, table string, cols []Column) *target {
+	t := &target{database: database, table: table}
+	quoted := make([]string, len(cols))
+	for i, c := range cols {
+		t.columns = append(t.columns, c.Name)
+		quoted[i] = quoteIdent(c.Name)
+
+	}
+	into := fmt.Sprintf("INSERT INTO %s.%s (%s)", quoteIdent(database), quoteIdent(table), strings.Join(quoted, ", "))
+	t.insertSQL = into + " VALUES"
+	t.httpQuery = into + " FORMAT Native"
+	return t
+}
+
+func (t *target) fullName() string { return t.database + "." + t.table }
+
 // NewTable builds a Table from its columns, checking that sluice can encode
-// every insertable one.
+// every insertable one. Its rows are inserted into database.name as one part.
 func NewTable(database, name string, cols []Column) (*Table, error) {
 	t := &Table{Database: database, Name: name, Columns: cols}
-	var names []string
 	for _, c := range cols {
 		switch c.DefaultKind {
 		case "MATERIALIZED", "ALIAS":
@@ -42,31 +124,51 @@ func NewTable(database, name string, cols []Column) (*Table, error) {
 			return nil, fmt.Errorf("table %s column %s: %w", t.FullName(), c.Name, err)
 		}
 		t.Insert = append(t.Insert, c)
-		names = append(names, quoteIdent(c.Name))
+		kind, _ := lowCardinalityKind(c.Type) // other LowCardinality types go as their inner type
+		t.lcKind = append(t.lcKind, kind)
 	}
 	if len(t.Insert) == 0 {
 		return nil, fmt.Errorf("table %s has no insertable columns", t.FullName())
 	}
-	t.insertSQL = fmt.Sprintf("INSERT INTO %s.%s (%s) VALUES",
-		quoteIdent(database), quoteIdent(name), strings.Join(names, ", "))
+	t.target = newTarget(database, name, t.Insert)
+	t.shards = []*shard{nil}
 	return t, nil
 }
 
 // FullName is database.table.
 func (t *Table) FullName() string { return t.Database + "." + t.Name }
 
+// Shards is the number of parts a block of the table is split into: the
+// shards of its cluster with routing shards, else 1.
+func (t *Table) Shards() int { return len(t.shards) }
+
+// InsertTable is the table inserts name, database.table: the table itself,
+// or with routing shards its Distributed table's local table.
+func (t *Table) InsertTable() string { return t.target.fullName() }
+
 // NewBlock returns an empty columnar block for the table.
 func (t *Table) NewBlock() *Block {
-	b := &Block{table: t, cols: make([]column, len(t.Insert))}
+	b := &Block{table: t, parts: make([]*subBlock, len(t.shards)), seed: rand.Uint64()}
+	for i := range b.parts {
+		b.parts[i] = t.newSubBlock()
+	}
+	if len(b.parts) > 1 {
+		b.perPart = make([]int, len(b.parts))
+	}
+	return b
+}
+
+func (t *Table) newSubBlock() *subBlock {
+	s := &subBlock{cols: make([]column, len(t.Insert))}
 	for i, c := range t.Insert {
 		col, err := newColumn(c.Type)
 		if err != nil {
 			// NewTable checked every type.
 			panic(err)
 		}
-		b.cols[i] = col
+		s.cols[i] = col
 	}
-	return b
+	return s
 }
 
 func quoteIdent(s string) string {
@@ -88,11 +190,25 @@ func (e *RowError) Error() string {
 func (e *RowError) Unwrap() error { return e.Err }
 
 // Block is the columnar buffer of one table's rows, filled from RowBinary.
-// A Block is owned by one goroutine.
+// With routing shards it holds one part per shard of the table's cluster
+// and AppendRow puts each row into the part of the shard the Distributed
+// table would choose. A Block is owned by one goroutine.
 type Block struct {
 	table *Table
-	cols  []column
+	parts []*subBlock
 	rows  int
+	// partOf records each row's part, in append order, so that Truncate can
+	// remove the last rows of a routed block (nil with one part).
+	partOf  []uint16
+	perPart []int  // Truncate's scratch
+	seed    uint64 // rand() sharding state
+}
+
+// subBlock is the rows of a block that go to one shard.
+type subBlock struct {
+	cols []column
+	rows int
+	lc   []*lowCardinalityString // Native encoders of LowCardinality columns, made on first use
 }
 
 // Table is the block's table.
@@ -101,62 +217,160 @@ func (b *Block) Table() *Table { return b.table }
 // Rows is the number of complete rows in the block.
 func (b *Block) Rows() int { return b.rows }
 
+// PartRows is the number of rows in each of the block's parts (one per
+// shard with routing shards).
+func (b *Block) PartRows() []int {
+	out := make([]int, len(b.parts))
+	for i, p := range b.parts {
+		out[i] = p.rows
+	}
+	return out
+}
+
 // Size is the block's encoded size in bytes, approximately.
 func (b *Block) Size() int {
 	n := 0
-	for _, c := range b.cols {
-		n += c.size()
+	for _, p := range b.parts {
+		n += p.size()
 	}
 	return n
 }
 
-// AppendRow decodes one RowBinary row into the block. On error the block is
-// left as it was.
+// AppendRow decodes one RowBinary row into the block (with routing shards,
+// into its shard's part). On error the block is left as it was.
 func (b *Block) AppendRow(row []byte) error {
-	pos := 0
-	for i, c := range b.cols {
-		n, err := c.decode(row[pos:])
-		if err != nil {
-			b.Truncate(b.rows)
-			col := b.table.Insert[i]
-			return &RowError{Table: b.table.FullName(), Column: col.Name, Type: col.Type, Err: err}
+	part := 0
+	if r := b.table.route; r != nil {
+		var err error
+		if part, err = r.partOf(row, &b.seed); err != nil {
+			return err
 		}
-		pos += n
 	}
-	if pos != len(row) {
-		b.Truncate(b.rows)
-		return &RowError{Table: b.table.FullName(), Column: "(end of row)",
-			Err: fmt.Errorf("%d bytes past the last column", len(row)-pos)}
+	if err := b.parts[part].appendRow(b.table, row); err != nil {
+		return err
+	}
+	if b.perPart != nil {
+		b.partOf = append(b.partOf, uint16(part))
 	}
 	b.rows++
 	return nil
 }
 
-// Truncate drops rows past n.
+func (s *subBlock) appendRow(t *Table, row []byte) error {
+	pos := 0
+	for i, c := range s.cols {
+		n, err := c.decode(row[pos:])
+		if err != nil {
+			s.truncate(s.rows)
+			col := t.Insert[i]
+			return &RowError{Table: t.FullName(), Column: col.Name, Type: col.Type, Err: err}
+		}
+		pos += n
+	}
+	if pos != len(row) {
+		s.truncate(s.rows)
+		return &RowError{Table: t.FullName(), Column: "(end of row)",
+			Err: fmt.Errorf("%d bytes past the last column", len(row)-pos)}
+	}
+	s.rows++
+	return nil
+}
+
+// Truncate drops the rows appended after the first n.
 func (b *Block) Truncate(n int) {
-	for _, c := range b.cols {
-		if c.Rows() > n {
-			c.truncate(n)
+	if n >= b.rows {
+		return
+	}
+	if n < 0 {
+		n = 0
+	}
+	if b.perPart == nil {
+		b.parts[0].truncate(n)
+		b.rows = n
+		return
+	}
+	clear(b.perPart)
+	for _, p := range b.partOf[n:] {
+		b.perPart[p]++
+	}
+	for i, p := range b.parts {
+		if drop := b.perPart[i]; drop > 0 {
+			p.truncate(p.rows - drop)
 		}
 	}
+	b.partOf = b.partOf[:n]
 	b.rows = n
 }
 
 // Reset empties the block, keeping its buffers.
-func (b *Block) Reset() { b.Truncate(0) }
+func (b *Block) Reset() {
+	for _, p := range b.parts {
+		p.truncate(0)
+	}
+	b.partOf = b.partOf[:0]
+	b.rows = 0
+}
 
-// input is the block as ch-go input columns.
-func (b *Block) input() proto.Input {
-	in := make(proto.Input, len(b.cols))
-	for i, c := range b.cols {
-		in[i] = proto.InputColumn{Name: b.table.Insert[i].Name, Data: c}
+func (s *subBlock) truncate(n int) {
+	for _, c := range s.cols {
+		if c.Rows() > n {
+			c.truncate(n)
+		}
+	}
+	s.rows = n
+}
+
+func (s *subBlock) size() int {
+	n := 0
+	for _, c := range s.cols {
+		n += c.size()
+	}
+	return n
+}
+
+// input is the part as ch-go input columns.
+func (s *subBlock) input(t *Table) proto.Input {
+	in := make(proto.Input, len(s.cols))
+	for i, c := range s.cols {
+		in[i] = proto.InputColumn{Name: t.Insert[i].Name, Data: c}
 	}
 	return in
 }
 
+// encodeNative appends the part as one block of the Native format.
+func (s *subBlock) encodeNative(t *Table, buf *proto.Buffer) error {
+	in := s.input(t)
+	for i, kind := range t.lcKind {
+		if kind == 0 {
+			continue
+		}
+		if s.lc == nil {
+			s.lc = make([]*lowCardinalityString, len(s.cols))
+		}
+		if s.lc[i] == nil {
+			s.lc[i] = newLowCardinalityString(s.cols[i])
+		}
+		s.lc[i].bind(s.cols[i])
+		in[i].Data = s.lc[i]
+	}
+	blk := proto.Block{Columns: len(s.cols), Rows: s.rows}
+	return blk.EncodeRawBlock(buf, 0, in)
+}
+
 // EncodeNative appends the block in ClickHouse's Native format (the body of
-// an HTTP "INSERT … FORMAT Native") to buf.
+// an HTTP "INSERT … FORMAT Native") to buf: one Native block, or with
+// routing shards one per non-empty part in shard order.
 func (b *Block) EncodeNative(buf *proto.Buffer) error {
-	blk := proto.Block{Columns: len(b.cols), Rows: b.rows}
-	return blk.EncodeRawBlock(buf, 0, b.input())
+	if len(b.parts) == 1 {
+		return b.parts[0].encodeNative(b.table, buf)
+	}
+	for _, p := range b.parts {
+		if p.rows == 0 {
+			continue
+		}
+		if err := p.encodeNative(b.table, buf); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -51,8 +51,8 @@ func TestTableSkipsComputedColumns(t *testing.T) {
 	if len(tbl.Insert) != 5 {
 		t.Fatalf("insert columns = %d, want 5 (MATERIALIZED left out)", len(tbl.Insert))
 	}
-	if want := "INSERT INTO `db`.`t` (`ts`, `name`, `n`, `tags`, `e`) VALUES"; tbl.insertSQL != want {
-		t.Errorf("insert SQL = %q, want %q", tbl.insertSQL, want)
+	if want := "INSERT INTO `db`.`t` (`ts`, `name`, `n`, `tags`, `e`) VALUES"; tbl.target.insertSQL != want {
+		t.Errorf("insert SQL = %q, want %q", tbl.target.insertSQL, want)
 	}
 }
 
@@ -77,13 +77,13 @@ func TestBlockAppendRowAndEncode(t *testing.T) {
 	r := proto.NewReader(strings.NewReader(string(buf.Buf)))
 	var (
 		ts   proto.ColDateTime
-		name proto.ColStr
+		name = proto.NewLowCardinality[string](new(proto.ColStr))
 		n    = proto.NewColNullable[uint64](new(proto.ColUInt64))
 		tags = proto.NewArray[string](new(proto.ColStr))
 		e    proto.ColEnum8
 	)
 	var blk proto.Block
-	res := proto.Results{{Name: "ts", Data: &ts}, {Name: "name", Data: &name}, {Name: "n", Data: n}, {Name: "tags", Data: tags}, {Name: "e", Data: &e}}
+	res := proto.Results{{Name: "ts", Data: &ts}, {Name: "name", Data: name}, {Name: "n", Data: n}, {Name: "tags", Data: tags}, {Name: "e", Data: &e}}
 	if err := blk.DecodeRawBlock(r, 54451, res); err != nil {
 		t.Fatal(err)
 	}

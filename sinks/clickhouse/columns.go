@@ -3,6 +3,7 @@ package clickhouse
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -17,6 +18,9 @@ type column interface {
 	// decode appends one value read from the front of b and returns how many
 	// bytes it consumed.
 	decode(b []byte) (int, error)
+	// skip returns the length of the value at the front of b without
+	// decoding it (routing looks past the columns before the sharding key).
+	skip(b []byte) (int, error)
 	// appendDefault appends the type's default value (used under a NULL).
 	appendDefault()
 	// truncate drops rows past n.
@@ -24,6 +28,11 @@ type column interface {
 	reset()
 	// size is the encoded size of the column in bytes, approximately.
 	size() int
+	// shape appends the lengths of the column's buffers; reserve gives a
+	// new column's buffers those capacities, consuming what shape wrote,
+	// so that a fresh block does not grow its buffers value by value.
+	shape(dst []int) []int
+	reserve(shape []int) []int
 }
 
 // errShort is returned when a row ends inside a value.
@@ -90,7 +99,7 @@ func newColumn(typ string) (column, error) {
 		}
 		return &fixedColumn{typ: t, width: width, check: enumCheck(values, width)}, nil
 	case "String":
-		return &stringColumn{typ: t}, nil
+		return &stringColumn{}, nil
 	case "LowCardinality":
 		inner := strings.TrimSpace(args)
 		// The server converts a String column into LowCardinality(String) on
@@ -220,7 +229,25 @@ func (c *fixedColumn) decode(b []byte) (int, error) {
 			return 0, err
 		}
 	}
-	c.buf = append(c.buf, v...)
+	// One load and store for the common widths instead of a copy.
+	switch c.width {
+	case 8:
+		c.buf = binary.LittleEndian.AppendUint64(c.buf, binary.LittleEndian.Uint64(v))
+	case 4:
+		c.buf = binary.LittleEndian.AppendUint32(c.buf, binary.LittleEndian.Uint32(v))
+	case 2:
+		c.buf = binary.LittleEndian.AppendUint16(c.buf, binary.LittleEndian.Uint16(v))
+	case 1:
+		c.buf = append(c.buf, v[0])
+	default:
+		c.buf = append(c.buf, v...)
+	}
+	return c.width, nil
+}
+func (c *fixedColumn) skip(b []byte) (int, error) {
+	if len(b) < c.width {
+		return 0, errShort
+	}
 	return c.width, nil
 }
 func (c *fixedColumn) appendDefault() {
@@ -234,48 +261,85 @@ func (c *fixedColumn) appendDefault() {
 		c.buf = append(c.buf, 0)
 	}
 }
-func (c *fixedColumn) truncate(n int) { c.buf = c.buf[:n*c.width] }
-func (c *fixedColumn) reset()         { c.buf = c.buf[:0] }
-func (c *fixedColumn) size() int      { return len(c.buf) }
+func (c *fixedColumn) truncate(n int)        { c.buf = c.buf[:n*c.width] }
+func (c *fixedColumn) reset()                { c.buf = c.buf[:0] }
+func (c *fixedColumn) shape(dst []int) []int { return append(dst, len(c.buf)) }
+func (c *fixedColumn) reserve(s []int) []int {
+	c.buf = make([]byte, 0, s[0])
+	return s[1:]
+}
+func (c *fixedColumn) size() int { return len(c.buf) }
 
 // maxStringLen bounds a single String value decoded from module output.
 const maxStringLen = 1 << 30
 
-// stringColumn holds String values.
+// stringColumn holds String values. A String has the same bytes in
+// RowBinary and in the Native format (a uvarint length, then the bytes), so
+// the column keeps each value as it came and encodes with one copy.
 type stringColumn struct {
-	typ string
-	col proto.ColStr
+	buf  []byte   // the values, each length-prefixed
+	ends []uint32 // where each value ends in buf
 }
 
 func (c *stringColumn) Type() proto.ColumnType       { return proto.ColumnTypeString }
-func (c *stringColumn) Rows() int                    { return c.col.Rows() }
-func (c *stringColumn) EncodeColumn(b *proto.Buffer) { c.col.EncodeColumn(b) }
-func (c *stringColumn) WriteColumn(w *proto.Writer)  { c.col.WriteColumn(w) }
+func (c *stringColumn) Rows() int                    { return len(c.ends) }
+func (c *stringColumn) EncodeColumn(b *proto.Buffer) { b.Buf = append(b.Buf, c.buf...) }
+func (c *stringColumn) WriteColumn(w *proto.Writer)  { w.ChainWrite(c.buf) }
 func (c *stringColumn) decode(b []byte) (int, error) {
-	n, k := binary.Uvarint(b)
-	if k <= 0 {
-		return 0, errShort
+	end, err := c.skip(b)
+	if err != nil {
+		return 0, err
 	}
-	if n > maxStringLen || n > uint64(len(b)-k) {
-		return 0, errShort
+	if len(c.buf)+end > math.MaxUint32 {
+		return 0, errColumnFull
 	}
-	end := k + int(n)
-	c.col.AppendBytes(b[k:end])
+	c.buf = append(c.buf, b[:end]...)
+	c.ends = append(c.ends, uint32(len(c.buf)))
 	return end, nil
 }
-func (c *stringColumn) appendDefault() { c.col.AppendBytes(nil) }
+func (c *stringColumn) skip(b []byte) (int, error) {
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n > maxStringLen || n > uint64(len(b)-k) {
+		return 0, errShort
+	}
+	return k + int(n), nil
+}
+
+// value is the content of value i.
+func (c *stringColumn) value(i int) []byte {
+	start := uint32(0)
+	if i > 0 {
+		start = c.ends[i-1]
+	}
+	v := c.buf[start:c.ends[i]]
+	_, k := binary.Uvarint(v)
+	return v[k:]
+}
+func (c *stringColumn) appendDefault() {
+	c.buf = append(c.buf, 0)
+	c.ends = append(c.ends, uint32(len(c.buf)))
+}
 func (c *stringColumn) truncate(n int) {
 	if n == 0 {
-		c.col.Reset()
+		c.reset()
 		return
 	}
-	c.col.Buf = c.col.Buf[:c.col.Pos[n-1].End]
-	c.col.Pos = c.col.Pos[:n]
+	c.buf = c.buf[:c.ends[n-1]]
+	c.ends = c.ends[:n]
 }
-func (c *stringColumn) reset() { c.col.Reset() }
+func (c *stringColumn) shape(dst []int) []int { return append(dst, len(c.buf), len(c.ends)) }
+func (c *stringColumn) reserve(s []int) []int {
+	c.buf, c.ends = make([]byte, 0, s[0]), make([]uint32, 0, s[1])
+	return s[2:]
+}
+func (c *stringColumn) reset() {
+	c.buf = c.buf[:0]
+	c.ends = c.ends[:0]
+}
+func (c *stringColumn) size() int { return len(c.buf) }
 
-// size counts one length byte per value, which is exact below 128 bytes.
-func (c *stringColumn) size() int { return len(c.col.Buf) + len(c.col.Pos) }
+// errColumnFull is returned when a column of one block would pass 4 GiB.
+var errColumnFull = fmt.Errorf("the block's column would exceed 4 GiB; lower clickhouse.chunk_bytes")
 
 // nullableColumn is a null map followed by the inner column, with a default
 // value in the inner column for every NULL.
@@ -315,6 +379,19 @@ func (c *nullableColumn) decode(b []byte) (int, error) {
 	}
 	return 0, fmt.Errorf("Nullable flag %d is neither 0 nor 1", b[0])
 }
+func (c *nullableColumn) skip(b []byte) (int, error) {
+	if len(b) < 1 {
+		return 0, errShort
+	}
+	switch b[0] {
+	case 1:
+		return 1, nil
+	case 0:
+		n, err := c.inner.skip(b[1:])
+		return n + 1, err
+	}
+	return 0, fmt.Errorf("Nullable flag %d is neither 0 nor 1", b[0])
+}
 func (c *nullableColumn) appendDefault() {
 	c.nulls = append(c.nulls, 1)
 	c.inner.appendDefault()
@@ -322,6 +399,11 @@ func (c *nullableColumn) appendDefault() {
 func (c *nullableColumn) truncate(n int) {
 	c.nulls = c.nulls[:n]
 	c.inner.truncate(n)
+}
+func (c *nullableColumn) shape(dst []int) []int { return c.inner.shape(append(dst, len(c.nulls))) }
+func (c *nullableColumn) reserve(s []int) []int {
+	c.nulls = make([]byte, 0, s[0])
+	return c.inner.reserve(s[1:])
 }
 func (c *nullableColumn) reset() {
 	c.nulls = c.nulls[:0]
@@ -373,6 +455,25 @@ func (c *arrayColumn) decode(b []byte) (int, error) {
 	return pos, nil
 }
 
+func (c *arrayColumn) skip(b []byte) (int, error) {
+	n, k := binary.Uvarint(b)
+	if k <= 0 {
+		return 0, errShort
+	}
+	if n > maxArrayLen || n*uint64(c.minWidth()) > uint64(len(b)-k) {
+		return 0, fmt.Errorf("array of %d elements does not fit the row", n)
+	}
+	pos := k
+	for i := uint64(0); i < n; i++ {
+		m, err := c.inner.skip(b[pos:])
+		if err != nil {
+			return 0, err
+		}
+		pos += m
+	}
+	return pos, nil
+}
+
 // minWidth is the smallest encoded size of one element, for a cheap bound
 // on the declared element count.
 func (c *arrayColumn) minWidth() int {
@@ -391,6 +492,11 @@ func (c *arrayColumn) truncate(n int) {
 		return
 	}
 	c.inner.truncate(int(c.offsets[n-1]))
+}
+func (c *arrayColumn) shape(dst []int) []int { return c.inner.shape(append(dst, len(c.offsets))) }
+func (c *arrayColumn) reserve(s []int) []int {
+	c.offsets = make(proto.ColUInt64, 0, s[0])
+	return c.inner.reserve(s[1:])
 }
 func (c *arrayColumn) reset() {
 	c.offsets = c.offsets[:0]

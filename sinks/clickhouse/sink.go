@@ -2,129 +2,26 @@ package clickhouse
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math/rand/v2"
+	"os"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/ClickHouse/ch-go"
-	"github.com/ClickHouse/ch-go/proto"
 )
 
-// Config configures the sink. The zero value of every field means its
-// documented default.
-type Config struct {
-	// Addr is the server's native protocol address, host:port. Required.
-	Addr string `yaml:"addr"`
-	// Database holds the target tables. Default "default".
-	Database string `yaml:"database"`
-	// User and Password authenticate. Default user "default", no password.
-	User     string `yaml:"user"`
-	Password string `yaml:"password"`
-	// Compression of insert data: "lz4" (default), "zstd" or "none".
-	Compression string `yaml:"compression"`
-	// TLS enables TLS on the native connection.
-	TLS                   bool `yaml:"tls"`
-	TLSInsecureSkipVerify bool `yaml:"tls_insecure_skip_verify"`
-
-	// DialTimeout bounds one connection attempt. Default 5s.
-	DialTimeout time.Duration `yaml:"dial_timeout"`
-	// ReadTimeout bounds one read from the server. Default 60s.
-	ReadTimeout time.Duration `yaml:"read_timeout"`
-	// ConnectTimeout bounds the first connection at startup, retries
-	// included: an unreachable server fails startup after it. Default 5s.
-	ConnectTimeout time.Duration `yaml:"connect_timeout"`
-
-	// ChunkBytes seals a chunk when its encoded size reaches it.
-	// Default 1 MiB.
-	ChunkBytes int `yaml:"chunk_bytes"`
-	// ChunkLinger seals a non-empty chunk this long after its first row.
-	// Default 200ms.
-	ChunkLinger time.Duration `yaml:"chunk_linger"`
-	// QueueCapacity is the number of sealed chunks a shard queue holds. A full
-	// queue makes senders wait: it is the backpressure signal. Default 8.
-	QueueCapacity int `yaml:"queue_capacity"`
-	// MaxInsertRows and MaxInsertBytes end an insert's merge of chunks.
-	// Defaults 1,000,000 rows and 128 MiB.
-	MaxInsertRows  int `yaml:"max_insert_rows"`
-	MaxInsertBytes int `yaml:"max_insert_bytes"`
-	// InsertLinger is how long a shard worker waits for more chunks after
-	// the first one before it inserts. Default 500ms.
-	InsertLinger time.Duration `yaml:"insert_linger"`
-	// InsertsPerShard is the number of concurrent inserts per shard.
-	// Default 2.
-	InsertsPerShard int `yaml:"inserts_per_shard"`
-	// RetryMin and RetryMax bound the backoff between insert attempts.
-	// Defaults 100ms and 10s.
-	RetryMin time.Duration `yaml:"retry_min"`
-	RetryMax time.Duration `yaml:"retry_max"`
-}
-
-// Validate applies defaults and checks values, naming the field at fault.
-func (c *Config) Validate() error {
-	if c.Addr == "" {
-		return fmt.Errorf("clickhouse.addr is required")
-	}
-	if c.Database == "" {
-		c.Database = "default"
-	}
-	if c.User == "" {
-		c.User = "default"
-	}
-	switch c.Compression {
-	case "":
-		c.Compression = "lz4"
-	case "lz4", "zstd", "none":
-	default:
-		return fmt.Errorf("clickhouse.compression: %q is not one of lz4, zstd, none", c.Compression)
-	}
-	setDur(&c.DialTimeout, 5*time.Second)
-	setDur(&c.ReadTimeout, 60*time.Second)
-	setDur(&c.ConnectTimeout, 5*time.Second)
-	setDur(&c.ChunkLinger, 200*time.Millisecond)
-	setDur(&c.InsertLinger, 500*time.Millisecond)
-	setDur(&c.RetryMin, 100*time.Millisecond)
-	setDur(&c.RetryMax, 10*time.Second)
-	setInt(&c.ChunkBytes, 1<<20)
-	setInt(&c.QueueCapacity, 8)
-	setInt(&c.MaxInsertRows, 1_000_000)
-	setInt(&c.MaxInsertBytes, 128<<20)
-	setInt(&c.InsertsPerShard, 2)
-	for name, v := range map[string]int{
-		"clickhouse.chunk_bytes": c.ChunkBytes, "clickhouse.queue_capacity": c.QueueCapacity,
-		"clickhouse.max_insert_rows": c.MaxInsertRows, "clickhouse.max_insert_bytes": c.MaxInsertBytes,
-		"clickhouse.inserts_per_shard": c.InsertsPerShard,
-	} {
-		if v < 0 {
-			return fmt.Errorf("%s: must be positive, got %d", name, v)
-		}
-	}
-	if c.RetryMax < c.RetryMin {
-		return fmt.Errorf("clickhouse.retry_max (%s) is below clickhouse.retry_min (%s)", c.RetryMax, c.RetryMin)
-	}
-	return nil
-}
-
-func setDur(d *time.Duration, def time.Duration) {
-	if *d == 0 {
-		*d = def
-	}
-}
-
-func setInt(v *int, def int) {
-	if *v == 0 {
-		*v = def
-	}
-}
-
-// Ack is told when the rows it stands for are durably inserted.
+// Ack is told when the rows it stands for are durably inserted. An Ack may
+// also implement OffsetRange.
 type Ack interface {
 	// Done is called once per chunk that carried the ack's rows, after the
-	// insert holding that chunk succeeded.
+	// inserts holding that chunk's rows (one per shard with routing shards)
+	// all succeeded.
 	Done()
 }
 
@@ -133,28 +30,42 @@ type Ack interface {
 type Chunk struct {
 	Block *Block
 	Acks  []Ack
+
+	// pending counts the chunk's parts not yet inserted.
+	pending atomic.Int32
 }
+
+// ErrClosed is returned by Send and Table after Close.
+var ErrClosed = errors.New("clickhouse sink closed")
 
 // Sink writes chunks to ClickHouse. Create it with New, start its workers
 // with Run, send chunks with Send, and end it with Close.
 type Sink struct {
-	cfg    Config
-	log    *slog.Logger
-	dialer *dialer
+	cfg      Config
+	log      *slog.Logger
+	tr       transport
+	endpoint *replica // addr / http_addr: schema and cluster discovery
+	single   *shard   // routing endpoint and distributed: the one shard
 
-	queue    chan *Chunk
+	// mu guards shards, clusters and closed; Send and Stats take it
+	// only briefly.
+	mu       sync.Mutex
+	shards   []*shard
+	clusters map[string]*cluster
+	closed   bool
 	closing  chan struct{}
-	closeOne sync.Once
+	added    chan struct{} // a shard was added while Run may be running
 
-	tablesMu sync.Mutex
+	tablesMu sync.Mutex // serializes discovery
 	tables   map[string]*Table
-	pools    map[*Table]*sync.Pool
+	pools    sync.Map // *Table → *sync.Pool of emptied blocks
 
-	// Stats, read with Stats.
 	insertedRows   atomic.Int64
 	insertedChunks atomic.Int64
 	inserts        atomic.Int64
 	insertErrors   atomic.Int64
+	breakerOpens   atomic.Int64
+	inflightParts  atomic.Int64 // queued or being inserted
 }
 
 // New validates cfg and connects to the server, retrying with backoff until
@@ -167,321 +78,368 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Sink, error) {
 		log = slog.Default()
 	}
 	s := &Sink{
-		cfg:     cfg,
-		log:     log,
-		dialer:  &dialer{cfg: &cfg, addr: cfg.Addr},
-		queue:   make(chan *Chunk, cfg.QueueCapacity),
-		closing: make(chan struct{}),
-		tables:  map[string]*Table{},
-		pools:   map[*Table]*sync.Pool{},
+		cfg:      cfg,
+		log:      log,
+		clusters: map[string]*cluster{},
+		closing:  make(chan struct{}),
+		added:    make(chan struct{}, 1),
+		tables:   map[string]*Table{},
 	}
-	s.dialer.cfg = &s.cfg
-	c, err := s.connect(ctx)
+	tlsConf, err := s.tlsConfig()
 	if err != nil {
 		return nil, err
 	}
-	_ = c.Close()
-	hello, rev := s.dialer.Server()
-	log.Info("connected to ClickHouse", "addr", cfg.Addr, "server", hello.Name,
-		"version", fmt.Sprintf("%d.%d.%d", hello.Major, hello.Minor, hello.Patch),
-		"revision", hello.Revision, "protocol", rev)
+	switch s.cfg.Transport {
+	case TransportNative:
+		s.tr = &nativeTransport{cfg: &s.cfg, tls: tlsConf}
+	case TransportHTTP:
+		if s.tr, err = newHTTPTransport(&s.cfg, tlsConf); err != nil {
+			return nil, err
+		}
+	}
+	if s.endpoint, err = s.tr.newReplica(""); err != nil {
+		return nil, err
+	}
+	version, err := s.queryRetry(ctx, s.endpoint, "SELECT version()")
+	if err != nil {
+		s.tr.close()
+		return nil, err
+	}
+	attrs := []any{"transport", s.cfg.Transport, "addr", s.endpoint.addr, "routing", s.cfg.Routing}
+	if len(version) == 1 && len(version[0]) == 1 {
+		attrs = append(attrs, "version", version[0][0])
+	}
+	if s.endpoint.dialer != nil {
+		hello, rev := s.endpoint.dialer.Server()
+		attrs = append(attrs, "revision", hello.Revision, "protocol", rev)
+	}
+	log.Info("connected to ClickHouse", attrs...)
+	if s.cfg.Routing != RoutingShards {
+		s.single = s.newShard("", 0, 1, []*replica{s.endpoint})
+		s.shards = append(s.shards, s.single)
+		if s.cfg.DistributedSync && !s.tr.canSendSettings(s.endpoint) {
+			log.Warn("clickhouse.distributed_sync cannot be sent to this server over the native protocol (per-query settings need revision 54429); set insert_distributed_sync=1 in the user's profile")
+		}
+	}
 	return s, nil
 }
 
-// connect dials with retries until ConnectTimeout.
-func (s *Sink) connect(ctx context.Context) (*ch.Client, error) {
+func (s *Sink) tlsConfig() (*tls.Config, error) {
+	if !s.cfg.TLS && !strings.HasPrefix(s.cfg.HTTPAddr, "https://") {
+		return nil, nil
+	}
+	c := &tls.Config{
+		MinVersion:         tls.VersionTLS12,
+		ServerName:         s.cfg.TLSServerName,
+		InsecureSkipVerify: s.cfg.TLSInsecureSkipVerify, //nolint:gosec // opt-in
+	}
+	if s.cfg.TLSCAFile != "" {
+		pem, err := os.ReadFile(s.cfg.TLSCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("clickhouse.tls_ca_file: %w", err)
+		}
+		c.RootCAs = x509.NewCertPool()
+		if !c.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("clickhouse.tls_ca_file: %s holds no PEM certificate", s.cfg.TLSCAFile)
+		}
+	}
+	return c, nil
+}
+
+// queryRetry runs a metadata query, retrying retryable errors with backoff
+// until cfg.ConnectTimeout.
+func (s *Sink) queryRetry(ctx context.Context, rep *replica, sql string) ([][]string, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.ConnectTimeout)
 	defer cancel()
 	b := backoff{min: s.cfg.RetryMin, max: 2 * time.Second}
 	for {
-		c, err := s.dialer.dial(ctx)
+		rows, err := s.tr.query(ctx, rep, sql)
 		if err == nil {
-			return c, nil
+			return rows, nil
 		}
 		if err := classify(err); errors.As(err, new(*PermanentError)) {
-			return nil, fmt.Errorf("clickhouse %s: %w", s.cfg.Addr, err)
+			return nil, fmt.Errorf("clickhouse %s: %w", rep.addr, err)
 		}
 		wait := b.next(rand.Int64N)
-		s.log.Warn("ClickHouse not reachable, retrying", "addr", s.cfg.Addr, "err", err, "in", wait)
+		s.log.Warn("ClickHouse not reachable, retrying", "addr", rep.addr, "err", err, "in", wait)
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("clickhouse %s unreachable after %s: %w", s.cfg.Addr, s.cfg.ConnectTimeout, err)
+			return nil, fmt.Errorf("clickhouse %s unreachable after %s: %w", rep.addr, s.cfg.ConnectTimeout, err)
 		case <-time.After(wait):
 		}
 	}
 }
 
+// dedupSupported reports whether rep takes insert_deduplication_token,
+// asking the server once (system.settings). A failed question is asked
+// again on the next insert.
+func (s *Sink) dedupSupported(ctx context.Context, rep *replica) bool {
+	if s.cfg.DedupToken == "off" || !s.tr.canSendSettings(rep) {
+		return false
+	}
+	switch rep.dedup.Load() {
+	case 1:
+		return true
+	case 2:
+		return false
+	}
+	rows, err := s.tr.query(ctx, rep, "SELECT toString(count()) FROM system.settings WHERE name = 'insert_deduplication_token'")
+	if err != nil {
+		return false
+	}
+	ok := len(rows) == 1 && len(rows[0]) == 1 && rows[0][0] == "1"
+	if ok {
+		rep.dedup.Store(1)
+	} else {
+		rep.dedup.Store(2)
+	}
+	return ok
+}
+
+func (s *Sink) newShard(name string, num, weight int, replicas []*replica) *shard {
+	return &shard{name: name, num: num, weight: weight, replicas: replicas,
+		queue: make(chan *part, s.cfg.QueueCapacity)}
+}
+
+// addShards registers new shards, whose workers Run starts.
+func (s *Sink) addShards(shards []*shard) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	s.shards = append(s.shards, shards...)
+	select {
+	case s.added <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
 // Config returns the sink's configuration with defaults applied.
 func (s *Sink) Config() Config { return s.cfg }
-
-// Table discovers a table's schema from the server (once per name). A
-// missing table or a column sluice cannot encode is a *PermanentError naming
-// the table, column and type.
-func (s *Sink) Table(ctx context.Context, name string) (*Table, error) {
-	s.tablesMu.Lock()
-	defer s.tablesMu.Unlock()
-	if t, ok := s.tables[name]; ok {
-		return t, nil
-	}
-	c, err := s.connect(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer c.Close()
-	cols, err := describe(ctx, c, s.cfg.Database, name)
-	if err != nil {
-		return nil, fmt.Errorf("table %s.%s: %w", s.cfg.Database, name, err)
-	}
-	t, err := NewTable(s.cfg.Database, name, cols)
-	if err != nil {
-		return nil, &PermanentError{Err: err}
-	}
-	s.tables[name] = t
-	s.pools[t] = &sync.Pool{New: func() any { return t.NewBlock() }}
-	return t, nil
-}
 
 // NewBlock returns an empty block for a table returned by Table, reusing
 // the buffers of blocks already inserted.
 func (s *Sink) NewBlock(t *Table) *Block {
-	s.tablesMu.Lock()
-	p := s.pools[t]
-	s.tablesMu.Unlock()
-	if p == nil {
-		return t.NewBlock()
+	if p, ok := s.pools.Load(t); ok {
+		return p.(*sync.Pool).Get().(*Block)
 	}
-	return p.Get().(*Block)
+	return t.NewBlock()
 }
 
 func (s *Sink) releaseBlock(b *Block) {
-	b.Reset()
-	s.tablesMu.Lock()
-	p := s.pools[b.table]
-	s.tablesMu.Unlock()
-	if p != nil {
-		p.Put(b)
+	if p, ok := s.pools.Load(b.table); ok {
+		b.table.recordShape(b)
+		b.Reset()
+		p.(*sync.Pool).Put(b)
 	}
 }
 
-// Send queues a sealed chunk. It waits while the queue is full, which is how
-// a slow server pushes back on the pipeline, and returns ctx's error if ctx
-// ends first. Send must not be called after Close.
+// Send queues a sealed chunk: with routing shards, each of its non-empty
+// parts on its shard's queue. It waits while a queue it needs is full,
+// which is how a slow server pushes back on the pipeline, and returns ctx's
+// error if ctx ends first (parts already queued are still inserted, but the
+// chunk is never acked). After Close it returns ErrClosed; a Send racing
+// with Close is a bug of the caller.
 func (s *Sink) Send(ctx context.Context, c *Chunk) error {
-	if c.Block.Rows() == 0 {
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return ErrClosed
+	}
+	b := c.Block
+	if b.Rows() == 0 {
 		for _, a := range c.Acks {
 			a.Done()
 		}
-		s.releaseBlock(c.Block)
+		s.releaseBlock(b)
 		return nil
 	}
-	select {
-	case s.queue <- c:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+	n := 0
+	for i, p := range b.parts {
+		if p.rows > 0 {
+			if b.table.shards[i] == nil {
+				return fmt.Errorf("table %s was not returned by this sink's Table", b.table.FullName())
+			}
+			n++
+		}
 	}
+	c.pending.Store(int32(n))
+	for i, p := range b.parts {
+		if p.rows == 0 {
+			continue
+		}
+		s.inflightParts.Add(1)
+		select {
+		case b.table.shards[i].queue <- &part{chunk: c, sub: p}:
+		case <-ctx.Done():
+			s.inflightParts.Add(-1)
+			return ctx.Err()
+		}
+	}
+	return nil
 }
 
-// QueueDepth is the number of sealed chunks waiting in the queue.
-func (s *Sink) QueueDepth() int { return len(s.queue) }
+// partDone acks a chunk once all of its parts are inserted.
+func (s *Sink) partDone(p *part) {
+	s.inflightParts.Add(-1)
+	if p.chunk.pending.Add(-1) != 0 {
+		return
+	}
+	for _, a := range p.chunk.Acks {
+		a.Done()
+	}
+	s.insertedChunks.Add(1)
+	s.releaseBlock(p.chunk.Block)
+}
 
-// QueueFull reports whether the next Send would wait.
-func (s *Sink) QueueFull() bool { return len(s.queue) == cap(s.queue) }
+func (s *Sink) shardList() []*shard {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.shards)
+}
+
+// QueueDepth is the number of queued chunk parts, over all shard queues
+// (with one shard: the number of queued chunks).
+func (s *Sink) QueueDepth() int {
+	n := 0
+	for _, sh := range s.shardList() {
+		n += len(sh.queue)
+	}
+	return n
+}
+
+// QueueFull reports whether some shard queue is full, so that a Send
+// needing it would wait.
+func (s *Sink) QueueFull() bool {
+	for _, sh := range s.shardList() {
+		if len(sh.queue) == cap(sh.queue) {
+			return true
+		}
+	}
+	return false
+}
 
 // Close tells the workers that no more chunks come: they insert what is
 // queued and Run returns.
 func (s *Sink) Close() {
-	s.closeOne.Do(func() { close(s.closing); close(s.queue) })
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	s.closed = true
+	close(s.closing)
+	for _, sh := range s.shards {
+		close(sh.queue)
+	}
 }
 
 // Stats are the sink's counters.
 type Stats struct {
 	InsertedRows, InsertedChunks, Inserts, InsertErrors int64
-	QueueDepth                                          int
+	// QueueDepth is QueueDepth().
+	QueueDepth int
+	// BreakerOpens counts replica circuit breakers opening.
+	BreakerOpens int64
+	// Shards has one entry per shard queue.
+	Shards []ShardStats
+}
+
+// ShardStats describe one shard queue.
+type ShardStats struct {
+	// Name is "" for the single shard of routing endpoint/distributed,
+	// else "shard N of cluster C".
+	Name         string
+	QueueDepth   int
+	InsertedRows int64
+	// Replica is where the shard's inserts go now; OpenBreakers counts its
+	// replicas kept out by an open circuit breaker.
+	Replica      string
+	OpenBreakers int
 }
 
 // Stats returns the sink's counters.
 func (s *Sink) Stats() Stats {
-	return Stats{
+	st := Stats{
 		InsertedRows: s.insertedRows.Load(), InsertedChunks: s.insertedChunks.Load(),
-		Inserts: s.inserts.Load(), InsertErrors: s.insertErrors.Load(), QueueDepth: len(s.queue),
+		Inserts: s.inserts.Load(), InsertErrors: s.insertErrors.Load(),
+		BreakerOpens: s.breakerOpens.Load(),
 	}
+	now := time.Now()
+	for _, sh := range s.shardList() {
+		ss := ShardStats{Name: sh.name, QueueDepth: len(sh.queue), InsertedRows: sh.insertedRows.Load(),
+			Replica: sh.current().addr}
+		for _, r := range sh.replicas {
+			if r.brk.isOpen(now) {
+				ss.OpenBreakers++
+			}
+		}
+		st.QueueDepth += ss.QueueDepth
+		st.Shards = append(st.Shards, ss)
+	}
+	return st
 }
 
-// Run runs the shard workers until Close has been called and the queue is
-// drained, or ctx ends, or an insert fails permanently (returned as a
-// *PermanentError). Cancelling ctx abandons queued chunks without acking them.
+// Run runs every shard's workers until Close has been called and the
+// queues are drained, or ctx ends, or an insert fails permanently
+// (returned as a *PermanentError). Shards discovered by Table while Run
+// runs get their workers at once. Cancelling ctx abandons queued chunks
+// without acking them.
 func (s *Sink) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	var wg sync.WaitGroup
-	var firstErr error
-	var errOnce sync.Once
-	for i := 0; i < s.cfg.InsertsPerShard; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := s.shardWorker(ctx); err != nil {
-				errOnce.Do(func() { firstErr = err; cancel(err) })
+	var (
+		wg       sync.WaitGroup
+		errOnce  sync.Once
+		firstErr error
+		started  = map[*shard]bool{}
+	)
+	start := func() {
+		for _, sh := range s.shardList() {
+			if started[sh] {
+				continue
 			}
-		}()
+			started[sh] = true
+			for range s.cfg.InsertsPerShard {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					w := &worker{s: s, sh: sh}
+					if err := w.run(ctx); err != nil {
+						errOnce.Do(func() { firstErr = err; cancel(err) })
+					}
+				}()
+			}
+		}
 	}
+	start()
+wait:
+	for {
+		select {
+		case <-s.added:
+			start()
+		case <-s.closing:
+			break wait
+		case <-ctx.Done():
+			break wait
+		}
+	}
+	start()
 	wg.Wait()
 	if firstErr != nil {
 		return firstErr
 	}
-	if s.isClosed() && len(s.queue) == 0 {
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed && s.inflightParts.Load() == 0 {
 		return nil
 	}
-	return ctx.Err()
-}
-
-func (s *Sink) isClosed() bool {
-	select {
-	case <-s.closing:
-		return true
-	default:
-		return false
+	if err := ctx.Err(); err != nil {
+		return err
 	}
-}
-
-// shardWorker merges queued chunks into inserts.
-func (s *Sink) shardWorker(ctx context.Context) error {
-	var (
-		conn    *ch.Client
-		pending []*Chunk
-	)
-	defer func() {
-		if conn != nil {
-			_ = conn.Close()
-		}
-	}()
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	for {
-		pending = pending[:0]
-		select {
-		case c, ok := <-s.queue:
-			if !ok {
-				return nil
-			}
-			pending = append(pending, c)
-		case <-ctx.Done():
-			return nil
-		}
-		rows, bytes := pending[0].Block.Rows(), pending[0].Block.Size()
-		timer.Reset(s.cfg.InsertLinger)
-	merge:
-		for rows < s.cfg.MaxInsertRows && bytes < s.cfg.MaxInsertBytes {
-			select {
-			case c, ok := <-s.queue:
-				if !ok {
-					break merge
-				}
-				pending = append(pending, c)
-				rows += c.Block.Rows()
-				bytes += c.Block.Size()
-			case <-timer.C:
-				break merge
-			case <-ctx.Done():
-				return nil
-			}
-		}
-		timer.Stop()
-		var err error
-		conn, err = s.insertWithRetry(ctx, conn, pending, rows)
-		if err != nil {
-			return err
-		}
-		for _, c := range pending {
-			for _, a := range c.Acks {
-				a.Done()
-			}
-			s.releaseBlock(c.Block)
-		}
-		s.insertedRows.Add(int64(rows))
-		s.insertedChunks.Add(int64(len(pending)))
-		s.inserts.Add(1)
-	}
-}
-
-// insertWithRetry inserts the chunks of one table group by group, retrying
-// each failed insert unchanged with backoff until it succeeds, fails
-// permanently, or ctx ends.
-func (s *Sink) insertWithRetry(ctx context.Context, conn *ch.Client, chunks []*Chunk, rows int) (*ch.Client, error) {
-	// Chunks for different tables go in separate inserts.
-	for len(chunks) > 0 {
-		t := chunks[0].Block.table
-		group := chunks[:0:0]
-		rest := chunks[:0:0]
-		for _, c := range chunks {
-			if c.Block.table == t {
-				group = append(group, c)
-			} else {
-				rest = append(rest, c)
-			}
-		}
-		b := backoff{min: s.cfg.RetryMin, max: s.cfg.RetryMax}
-		for attempt := 1; ; attempt++ {
-			var err error
-			if conn == nil || conn.IsClosed() {
-				conn, err = s.dialer.dial(ctx)
-			}
-			if err == nil {
-				err = insertNative(ctx, conn, t, group)
-			}
-			if err == nil {
-				break
-			}
-			s.insertErrors.Add(1)
-			if conn != nil {
-				_ = conn.Close()
-				conn = nil
-			}
-			err = classify(err)
-			if errors.As(err, new(*PermanentError)) {
-				return nil, fmt.Errorf("insert into %s: %w", t.FullName(), err)
-			}
-			wait := b.next(rand.Int64N)
-			s.log.Warn("insert failed, retrying", "table", t.FullName(), "rows", rows,
-				"attempt", attempt, "err", err, "in", wait)
-			select {
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			case <-time.After(wait):
-			}
-		}
-		chunks = rest
-	}
-	return conn, nil
-}
-
-// emptyColumn has no rows; it ends a streamed insert.
-type emptyColumn struct{}
-
-func (emptyColumn) Type() proto.ColumnType     { return proto.ColumnTypeString }
-func (emptyColumn) Rows() int                  { return 0 }
-func (emptyColumn) EncodeColumn(*proto.Buffer) {}
-func (emptyColumn) WriteColumn(*proto.Writer)  {}
-func (emptyColumn) Reset()                     {}
-
-// insertNative sends the chunks as the blocks of one INSERT.
-func insertNative(ctx context.Context, conn *ch.Client, t *Table, chunks []*Chunk) error {
-	input := chunks[0].Block.input()
-	next := 1
-	return conn.Do(ctx, ch.Query{
-		Body:  t.insertSQL,
-		Input: input,
-		OnInput: func(ctx context.Context) error {
-			if next == len(chunks) {
-				input[0].Data = emptyColumn{}
-				return io.EOF
-			}
-			for i, c := range chunks[next].Block.cols {
-				input[i].Data = c
-			}
-			next++
-			return nil
-		},
-	})
+	return fmt.Errorf("clickhouse sink stopped with %d chunk parts not inserted", s.inflightParts.Load())
 }

@@ -34,6 +34,7 @@ var typeCases = []struct {
 	{"String", []string{"''", "'tab\\there ünïcødé'"}},
 	{"FixedString(4)", []string{"'abcd'", "'x'"}},
 	{"LowCardinality(String)", []string{"'a'", "'bb'"}},
+	{"LowCardinality(Nullable(String))", []string{"NULL", "'x'", "''"}},
 	{"Nullable(String)", []string{"NULL", "'x'"}},
 	{"Nullable(Int32)", []string{"-7", "NULL"}},
 	{"Array(String)", []string{"[]", "['a','b','c']"}},
@@ -51,9 +52,13 @@ var typeCases = []struct {
 	{"DateTime64(3)", []string{"'2026-11-29 10:11:12.345'", "'2000-01-01 00:00:00.001'"}},
 }
 
-func newSink(t *testing.T, ch *testinfra.ClickHouse, mod func(*clickhouse.Config)) *clickhouse.Sink {
+// transports are the ways the sink inserts; integration tests run for each.
+var transports = []string{clickhouse.TransportNative, clickhouse.TransportHTTP}
+
+func newSink(t testing.TB, ch *testinfra.ClickHouse, transport string, mod func(*clickhouse.Config)) *clickhouse.Sink {
 	t.Helper()
-	cfg := clickhouse.Config{Addr: ch.Addr, InsertLinger: 50 * time.Millisecond, ChunkLinger: 50 * time.Millisecond}
+	cfg := clickhouse.Config{Transport: transport, Addr: ch.Addr, HTTPAddr: ch.HTTPAddr,
+		InsertLinger: 50 * time.Millisecond, ChunkLinger: 50 * time.Millisecond}
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -70,18 +75,31 @@ func (a countAck) Done() { a.n.Add(1) }
 
 // TestTypesRoundTrip takes each type's values as RowBinary from the server
 // itself, decodes them into a block, inserts the block through the sink and
-// checks the server reads back the same values.
+// checks the server reads back the same values, over each transport and
+// compression.
 func TestTypesRoundTrip(t *testing.T) {
 	ch := testinfra.ClickHouseT(t)
+	for _, tc := range []struct{ transport, compression string }{
+		{"native", "lz4"}, {"native", "zstd"}, {"native", "none"},
+		{"http", "lz4"}, {"http", "zstd"}, {"http", "none"},
+	} {
+		t.Run(tc.transport+"/"+tc.compression, func(t *testing.T) {
+			testTypesRoundTrip(t, ch, tc.transport, tc.compression)
+		})
+	}
+}
+
+func testTypesRoundTrip(t *testing.T, ch *testinfra.ClickHouse, transport, compression string) {
 	ctx := context.Background()
-	s := newSink(t, ch, nil)
+	s := newSink(t, ch, transport, func(c *clickhouse.Config) { c.Compression = compression })
+	prefix := transport + "_" + compression + "_"
 	runDone := make(chan error, 1)
 	go func() { runDone <- s.Run(ctx) }()
 
 	var acked atomic.Int64
 	tested, unsupported := 0, []string{}
 	for i, tc := range typeCases {
-		src, dst := fmt.Sprintf("src%d", i), fmt.Sprintf("dst%d", i)
+		src, dst := fmt.Sprintf("%ssrc%d", prefix, i), fmt.Sprintf("%sdst%d", prefix, i)
 		ddl := "CREATE TABLE %s (id UInt32, v %s) ENGINE = MergeTree ORDER BY id"
 		if err := ch.Exec(ctx, fmt.Sprintf(ddl, src, tc.typ)); err != nil {
 			if strings.Contains(err.Error(), "Unknown data type") || strings.Contains(err.Error(), "UNKNOWN_TYPE") {
@@ -139,7 +157,7 @@ func TestTypesRoundTrip(t *testing.T) {
 	}
 }
 
-func waitFor(t *testing.T, cond func() bool, d time.Duration, what string) {
+func waitFor(t testing.TB, cond func() bool, d time.Duration, what string) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for !cond() {
@@ -153,7 +171,20 @@ func waitFor(t *testing.T, cond func() bool, d time.Duration, what string) {
 func TestSchemaErrors(t *testing.T) {
 	ch := testinfra.ClickHouseT(t)
 	ctx := context.Background()
-	s := newSink(t, ch, nil)
+	if err := ch.Exec(ctx, "CREATE TABLE nested_tuple (id UInt8, t Tuple(UInt8, String)) ENGINE = Memory"); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.Exec(ctx, "CREATE TABLE computed (a UInt32, b UInt32 MATERIALIZED a * 2, c UInt32 ALIAS a + 1, d UInt32 DEFAULT a + 10) ENGINE = Memory"); err != nil {
+		t.Fatal(err)
+	}
+	for _, tr := range transports {
+		t.Run(tr, func(t *testing.T) { testSchemaErrors(t, ch, tr) })
+	}
+}
+
+func testSchemaErrors(t *testing.T, ch *testinfra.ClickHouse, transport string) {
+	ctx := context.Background()
+	s := newSink(t, ch, transport, nil)
 
 	_, err := s.Table(ctx, "absent")
 	var perm *clickhouse.PermanentError
@@ -162,18 +193,12 @@ func TestSchemaErrors(t *testing.T) {
 	}
 
 	// A type sluice cannot encode names the table, column and type.
-	if err := ch.Exec(ctx, "CREATE TABLE nested_tuple (id UInt8, t Tuple(UInt8, String)) ENGINE = Memory"); err != nil {
-		t.Fatal(err)
-	}
 	_, err = s.Table(ctx, "nested_tuple")
 	if err == nil || !strings.Contains(err.Error(), "default.nested_tuple column t") || !strings.Contains(err.Error(), "Tuple(UInt8, String)") {
 		t.Errorf("unsupported type: err = %v", err)
 	}
 
 	// MATERIALIZED and ALIAS columns are left to the server.
-	if err := ch.Exec(ctx, "CREATE TABLE computed (a UInt32, b UInt32 MATERIALIZED a * 2, c UInt32 ALIAS a + 1, d UInt32 DEFAULT a + 10) ENGINE = Memory"); err != nil {
-		t.Fatal(err)
-	}
 	tbl, err := s.Table(ctx, "computed")
 	if err != nil {
 		t.Fatal(err)
@@ -192,11 +217,17 @@ func TestSchemaErrors(t *testing.T) {
 // a permanent error naming the table instead of retrying forever.
 func TestTypeMismatchStopsLoudly(t *testing.T) {
 	ch := testinfra.ClickHouseT(t)
+	for _, tr := range transports {
+		t.Run(tr, func(t *testing.T) { testTypeMismatchStopsLoudly(t, ch, tr) })
+	}
+}
+
+func testTypeMismatchStopsLoudly(t *testing.T, ch *testinfra.ClickHouse, transport string) {
 	ctx := context.Background()
 	if err := ch.Exec(ctx, "CREATE TABLE drift (a UInt32, s String) ENGINE = Memory"); err != nil {
 		t.Fatal(err)
 	}
-	s := newSink(t, ch, nil)
+	s := newSink(t, ch, transport, nil)
 	tbl, err := s.Table(ctx, "drift")
 	if err != nil {
 		t.Fatal(err)
@@ -204,6 +235,7 @@ func TestTypeMismatchStopsLoudly(t *testing.T) {
 	if err := ch.Exec(ctx, "DROP TABLE drift"); err != nil {
 		t.Fatal(err)
 	}
+	defer ch.Exec(ctx, "DROP TABLE drift")
 	if err := ch.Exec(ctx, "CREATE TABLE drift (a UInt32, s Array(UInt8)) ENGINE = Memory"); err != nil {
 		t.Fatal(err)
 	}
@@ -224,5 +256,25 @@ func TestTypeMismatchStopsLoudly(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("sink kept retrying a type mismatch")
+	}
+}
+
+func errorsAs(err error, target any) bool { return errors.As(err, target) }
+
+// TestAuthFailureStopsAtOnce: a wrong password is a PermanentError at New,
+// not a retry until connect_timeout, over both transports.
+func TestAuthFailureStopsAtOnce(t *testing.T) {
+	ch := testinfra.ClickHouseT(t)
+	for _, tr := range transports {
+		start := time.Now()
+		_, err := clickhouse.New(context.Background(), clickhouse.Config{Transport: tr, Addr: ch.Addr, HTTPAddr: ch.HTTPAddr,
+			User: "default", Password: "wrong", ConnectTimeout: 10 * time.Second}, slog.New(slog.DiscardHandler))
+		var perm *clickhouse.PermanentError
+		if !errors.As(err, &perm) || !strings.Contains(err.Error(), "193") && !strings.Contains(strings.ToLower(err.Error()), "password") {
+			t.Errorf("%s: err = %v, want a PermanentError about the password", tr, err)
+		}
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("%s: took %s to fail", tr, d)
+		}
 	}
 }

@@ -1,0 +1,295 @@
+package clickhouse
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Transports a Sink can insert over (Config.Transport).
+const (
+	// TransportNative is ClickHouse's native TCP protocol, through ch-go.
+	TransportNative = "native"
+	// TransportHTTP is "INSERT … FORMAT Native" over HTTP(S).
+	TransportHTTP = "http"
+)
+
+// Routings a Sink can use (Config.Routing).
+const (
+	// RoutingEndpoint inserts every row into the named table on the one
+	// configured server. If that table is Distributed, the server routes.
+	RoutingEndpoint = "endpoint"
+	// RoutingDistributed is RoutingEndpoint for tables that must be
+	// Distributed; with DistributedSync the insert waits for the shards.
+	RoutingDistributed = "distributed"
+	// RoutingShards reads each named Distributed table's cluster and
+	// sharding key and writes every row straight into its shard's local
+	// table, choosing the shard exactly as the Distributed table would.
+	RoutingShards = "shards"
+)
+
+// Config configures the sink. The zero value of every field means its
+// documented default; Validate applies the defaults.
+type Config struct {
+	// Transport is "native" (default) or "http".
+	Transport string `yaml:"transport"`
+	// Addr is the server's native protocol address, host:port. Required
+	// with transport native. With routing shards it is only the server the
+	// cluster and the Distributed tables are read from.
+	Addr string `yaml:"addr"`
+	// HTTPAddr is the server's HTTP interface, host:port or a URL
+	// (http://host:8123, https://host:8443). Required with transport http.
+	// An https URL implies TLS.
+	HTTPAddr string `yaml:"http_addr"`
+	// Database holds the target tables. Default "default".
+	Database string `yaml:"database"`
+	// User and Password authenticate (HTTP: X-ClickHouse-User and
+	// X-ClickHouse-Key headers). Default user "default", no password.
+	User     string `yaml:"user"`
+	Password string `yaml:"password"`
+	// Compression of insert data: "lz4" (default), "zstd" or "none". Over
+	// HTTP the body is sent in ClickHouse's compressed format with
+	// decompress=1.
+	Compression string `yaml:"compression"`
+	// TLS enables TLS on native and HTTP connections.
+	TLS bool `yaml:"tls"`
+	// TLSInsecureSkipVerify accepts any server certificate.
+	TLSInsecureSkipVerify bool `yaml:"tls_insecure_skip_verify"`
+	// TLSCAFile is a PEM file of CA certificates to verify servers with.
+	// Default: the system's roots.
+	TLSCAFile string `yaml:"tls_ca_file"`
+	// TLSServerName overrides the name verified in server certificates.
+	// Default: the host being dialled.
+	TLSServerName string `yaml:"tls_server_name"`
+
+	// DialTimeout bounds one connection attempt. Default 5s.
+	DialTimeout time.Duration `yaml:"dial_timeout"`
+	// ReadTimeout bounds one read from the server (HTTP: the wait for the
+	// response after the body is sent). Default 60s.
+	ReadTimeout time.Duration `yaml:"read_timeout"`
+	// ConnectTimeout bounds the first connection at startup, retries
+	// included: an unreachable server fails startup after it. Default 5s.
+	ConnectTimeout time.Duration `yaml:"connect_timeout"`
+
+	// ChunkBytes seals a chunk when its encoded size reaches it.
+	// Default 1 MiB (see docs/adr/0003-sink-defaults.md).
+	ChunkBytes int `yaml:"chunk_bytes"`
+	// ChunkLinger seals a non-empty chunk this long after its first row.
+	// Default 200ms.
+	ChunkLinger time.Duration `yaml:"chunk_linger"`
+	// QueueCapacity is the number of sealed chunks each shard queue holds.
+	// A full queue makes senders wait: it is the backpressure signal.
+	// Default 8.
+	QueueCapacity int `yaml:"queue_capacity"`
+	// MaxInsertRows and MaxInsertBytes end an insert's merge of chunks.
+	// Defaults 1,000,000 rows and 128 MiB.
+	MaxInsertRows  int `yaml:"max_insert_rows"`
+	MaxInsertBytes int `yaml:"max_insert_bytes"`
+	// InsertLinger is how long a shard worker waits for more chunks after
+	// the first one before it inserts. Default 500ms.
+	InsertLinger time.Duration `yaml:"insert_linger"`
+	// InsertsPerShard is the number of concurrent inserts per shard.
+	// Default 2.
+	InsertsPerShard int `yaml:"inserts_per_shard"`
+	// RetryMin and RetryMax bound the backoff between insert attempts.
+	// Defaults 100ms and 10s.
+	RetryMin time.Duration `yaml:"retry_min"`
+	RetryMax time.Duration `yaml:"retry_max"`
+
+	// Routing is "endpoint" (default), "distributed" or "shards"; see the
+	// Routing* constants.
+	Routing string `yaml:"routing"`
+	// DistributedSync sends insert_distributed_sync=1 with each insert
+	// (routing distributed), so an insert returns once the shards have
+	// the rows. It needs a transport that carries per-query settings: HTTP,
+	// or native with a server from revision 54429; for older servers over
+	// native, set it in the user's profile instead. Default false.
+	DistributedSync bool `yaml:"distributed_sync"`
+	// DedupToken is "auto" (default): where the server knows the
+	// insert_deduplication_token setting, send a token derived from the
+	// inserted chunks' offset ranges and contents, so that a retried insert
+	// is deduplicated by Replicated tables. "off" never sends one.
+	DedupToken string `yaml:"dedup_token"`
+	// Cluster tunes routing shards.
+	Cluster ClusterConfig `yaml:"cluster"`
+}
+
+// ClusterConfig tunes writing to the replicas of a cluster's shards
+// (routing shards).
+type ClusterConfig struct {
+	// BreakerFailures opens a replica's circuit breaker after this many
+	// consecutive failed inserts: the shard's inserts go to its other
+	// replicas. Default 3.
+	BreakerFailures int `yaml:"breaker_failures"`
+	// BreakerCooldown is how long an open breaker keeps its replica out
+	// before one trial insert (half-open). Default 30s.
+	BreakerCooldown time.Duration `yaml:"breaker_cooldown"`
+	// HTTPPort is every replica's HTTP(S) port with transport http
+	// (system.clusters only knows native ports). Default: the port of
+	// http_addr.
+	HTTPPort int `yaml:"http_port"`
+	// HTTPAddrs maps a replica's native address as system.clusters names
+	// it ("host:port") to its HTTP address (host:port); it overrides
+	// HTTPPort for the replicas it names.
+	HTTPAddrs map[string]string `yaml:"http_addrs"`
+}
+
+// Validate applies defaults and checks values, naming the field at fault.
+func (c *Config) Validate() error {
+	switch c.Transport {
+	case "":
+		c.Transport = TransportNative
+	case TransportNative, TransportHTTP:
+	default:
+		return fmt.Errorf("clickhouse.transport: %q is not one of native, http", c.Transport)
+	}
+	switch c.Transport {
+	case TransportNative:
+		if c.Addr == "" {
+			return fmt.Errorf("clickhouse.addr is required")
+		}
+	case TransportHTTP:
+		if c.HTTPAddr == "" {
+			return fmt.Errorf("clickhouse.http_addr is required with transport http")
+		}
+		if _, err := httpBaseURL(c.HTTPAddr, c.TLS); err != nil {
+			return fmt.Errorf("clickhouse.http_addr: %w", err)
+		}
+	}
+	if c.Database == "" {
+		c.Database = "default"
+	}
+	if c.User == "" {
+		c.User = "default"
+	}
+	switch c.Compression {
+	case "":
+		c.Compression = "lz4"
+	case "lz4", "zstd", "none":
+	default:
+		return fmt.Errorf("clickhouse.compression: %q is not one of lz4, zstd, none", c.Compression)
+	}
+	switch c.Routing {
+	case "":
+		c.Routing = RoutingEndpoint
+	case RoutingEndpoint, RoutingDistributed, RoutingShards:
+	default:
+		return fmt.Errorf("clickhouse.routing: %q is not one of endpoint, distributed, shards", c.Routing)
+	}
+	switch c.DedupToken {
+	case "":
+		c.DedupToken = "auto"
+	case "auto", "off":
+	default:
+		return fmt.Errorf("clickhouse.dedup_token: %q is not one of auto, off", c.DedupToken)
+	}
+	setDur(&c.DialTimeout, 5*time.Second)
+	setDur(&c.ReadTimeout, 60*time.Second)
+	setDur(&c.ConnectTimeout, 5*time.Second)
+	setDur(&c.ChunkLinger, 200*time.Millisecond)
+	setDur(&c.InsertLinger, 500*time.Millisecond)
+	setDur(&c.RetryMin, 100*time.Millisecond)
+	setDur(&c.RetryMax, 10*time.Second)
+	setDur(&c.Cluster.BreakerCooldown, 30*time.Second)
+	setInt(&c.ChunkBytes, 1<<20)
+	setInt(&c.QueueCapacity, 8)
+	setInt(&c.MaxInsertRows, 1_000_000)
+	setInt(&c.MaxInsertBytes, 128<<20)
+	setInt(&c.InsertsPerShard, 2)
+	setInt(&c.Cluster.BreakerFailures, 3)
+	for _, f := range []struct {
+		name string
+		v    int
+	}{
+		{"clickhouse.chunk_bytes", c.ChunkBytes}, {"clickhouse.queue_capacity", c.QueueCapacity},
+		{"clickhouse.max_insert_rows", c.MaxInsertRows}, {"clickhouse.max_insert_bytes", c.MaxInsertBytes},
+		{"clickhouse.inserts_per_shard", c.InsertsPerShard},
+		{"clickhouse.cluster.breaker_failures", c.Cluster.BreakerFailures},
+		{"clickhouse.cluster.http_port", c.Cluster.HTTPPort},
+	} {
+		if f.v < 0 {
+			return fmt.Errorf("%s: must be positive, got %d", f.name, f.v)
+		}
+	}
+	if c.Cluster.HTTPPort > 65535 {
+		return fmt.Errorf("clickhouse.cluster.http_port: %d is not a port", c.Cluster.HTTPPort)
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"clickhouse.dial_timeout", c.DialTimeout}, {"clickhouse.read_timeout", c.ReadTimeout},
+		{"clickhouse.connect_timeout", c.ConnectTimeout}, {"clickhouse.chunk_linger", c.ChunkLinger},
+		{"clickhouse.insert_linger", c.InsertLinger}, {"clickhouse.retry_min", c.RetryMin},
+		{"clickhouse.retry_max", c.RetryMax}, {"clickhouse.cluster.breaker_cooldown", c.Cluster.BreakerCooldown},
+	} {
+		if d.v < 0 {
+			return fmt.Errorf("%s: must be positive, got %s", d.name, d.v)
+		}
+	}
+	if c.RetryMax < c.RetryMin {
+		return fmt.Errorf("clickhouse.retry_max (%s) is below clickhouse.retry_min (%s)", c.RetryMax, c.RetryMin)
+	}
+	for native, httpAddr := range c.Cluster.HTTPAddrs {
+		if _, _, err := net.SplitHostPort(native); err != nil {
+			return fmt.Errorf("clickhouse.cluster.http_addrs: key %q is not host:port", native)
+		}
+		if _, err := httpBaseURL(httpAddr, c.TLS); err != nil {
+			return fmt.Errorf("clickhouse.cluster.http_addrs[%s]: %w", native, err)
+		}
+	}
+	if c.TLSCAFile != "" && !c.TLS && !strings.HasPrefix(c.HTTPAddr, "https://") {
+		return fmt.Errorf("clickhouse.tls_ca_file is set but clickhouse.tls is off")
+	}
+	return nil
+}
+
+// httpBaseURL turns http_addr (host:port or a URL) into the URL inserts
+// are posted to.
+func httpBaseURL(addr string, useTLS bool) (*url.URL, error) {
+	if !strings.Contains(addr, "://") {
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return nil, fmt.Errorf("%q is neither host:port nor a URL", addr)
+		}
+		scheme := "http"
+		if useTLS {
+			scheme = "https"
+		}
+		return &url.URL{Scheme: scheme, Host: addr, Path: "/"}, nil
+	}
+	u, err := url.Parse(addr)
+	if err != nil {
+		return nil, err
+	}
+	switch u.Scheme {
+	case "http":
+		if useTLS {
+			return nil, fmt.Errorf("%q is plain http but clickhouse.tls is on", addr)
+		}
+	case "https":
+	default:
+		return nil, fmt.Errorf("%q: scheme must be http or https", addr)
+	}
+	if u.Host == "" {
+		return nil, fmt.Errorf("%q has no host", addr)
+	}
+	if u.Path == "" {
+		u.Path = "/"
+	}
+	u.RawQuery, u.Fragment = "", ""
+	return u, nil
+}
+
+func setDur(d *time.Duration, def time.Duration) {
+	if *d == 0 {
+		*d = def
+	}
+}
+
+func setInt(v *int, def int) {
+	if *v == 0 {
+		*v = def
+	}
+}

@@ -1,0 +1,140 @@
+package clickhouse
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/ClickHouse/ch-go/proto"
+)
+
+// LowCardinality columns are decoded and held as their inner type. The
+// native protocol at revision 54031 converts such a column on insert; the
+// Native format over HTTP does not (18.16: "Bad cast from type
+// DB::ColumnString to DB::ColumnLowCardinality"), so Native encoding
+// writes LowCardinality(String) and LowCardinality(Nullable(String))
+// columns in their own serialization: a dictionary of the block's distinct
+// values ("additional keys") and a key per row.
+
+// lowCardinalityKind reports how a column type is encoded in the Native
+// format: 0 as itself, 1 LowCardinality(String), 2
+// LowCardinality(Nullable(String)); other LowCardinality types are an error.
+func lowCardinalityKind(typ string) (int, error) {
+	name, args := splitType(strings.TrimSpace(typ))
+	if name != "LowCardinality" {
+		return 0, nil
+	}
+	switch strings.Join(strings.Fields(args), "") {
+	case "String":
+		return 1, nil
+	case "Nullable(String)":
+		return 2, nil
+	}
+	return 0, fmt.Errorf("type %s cannot be sent in the Native format over HTTP (only LowCardinality(String) and LowCardinality(Nullable(String)) can)", typ)
+}
+
+// LowCardinality serialization constants (ClickHouse
+// SerializationLowCardinality).
+const (
+	lcSharedDictionariesWithAdditionalKeys = 1
+	lcHasAdditionalKeys                    = 1 << 9
+	lcNeedUpdateDictionary                 = 1 << 10
+)
+
+// lowCardinalityString encodes a String (or Nullable(String)) column as
+// LowCardinality. It is kept with its block and reused, so its dictionary
+// map and buffers are allocated once.
+type lowCardinalityString struct {
+	typ   proto.ColumnType
+	src   *stringColumn
+	nulls []byte // the null map, for Nullable(String); nil otherwise
+	dict  map[string]uint32
+	index proto.ColStr
+	keys  []uint32
+}
+
+func newLowCardinalityString(col column) *lowCardinalityString {
+	switch c := col.(type) {
+	case *stringColumn:
+		return &lowCardinalityString{typ: "LowCardinality(String)", src: c, dict: map[string]uint32{}}
+	case *nullableColumn:
+		return &lowCardinalityString{typ: "LowCardinality(Nullable(String))", src: c.inner.(*stringColumn),
+			nulls: []byte{}, dict: map[string]uint32{}}
+	}
+	panic("lowCardinalityString of a non-string column")
+}
+
+// bind points the encoder at the column's current values (a Nullable
+// column's null map may have been reallocated since).
+func (c *lowCardinalityString) bind(col column) {
+	if n, ok := col.(*nullableColumn); ok {
+		c.nulls = n.nulls
+	}
+}
+
+func (c *lowCardinalityString) Type() proto.ColumnType { return c.typ }
+func (c *lowCardinalityString) Rows() int              { return c.src.Rows() }
+
+// EncodeState writes the serialization version before the column.
+func (c *lowCardinalityString) EncodeState(b *proto.Buffer) {
+	b.PutInt64(lcSharedDictionariesWithAdditionalKeys)
+}
+
+func (c *lowCardinalityString) EncodeColumn(b *proto.Buffer) {
+	rows := c.Rows()
+	if rows == 0 {
+		return
+	}
+	clear(c.dict)
+	c.index.Reset()
+	c.keys = c.keys[:0]
+	if c.nulls != nil {
+		// Without a global dictionary, key 0 of a Nullable dictionary is NULL.
+		c.index.AppendBytes(nil)
+	}
+	for i := range rows {
+		if c.nulls != nil && c.nulls[i] == 1 {
+			c.keys = append(c.keys, 0)
+			continue
+		}
+		v := c.src.value(i)
+		k, ok := c.dict[string(v)]
+		if !ok {
+			k = uint32(c.index.Rows())
+			c.dict[string(v)] = k
+			c.index.AppendBytes(v)
+		}
+		c.keys = append(c.keys, k)
+	}
+	n := c.index.Rows()
+	var width, keyType int
+	switch {
+	case n <= math.MaxUint8+1:
+		width, keyType = 1, 0
+	case n <= math.MaxUint16+1:
+		width, keyType = 2, 1
+	default:
+		width, keyType = 4, 2
+	}
+	b.PutInt64(int64(lcHasAdditionalKeys | lcNeedUpdateDictionary | keyType))
+	b.PutInt64(int64(n))
+	c.index.EncodeColumn(b)
+	b.PutInt64(int64(rows))
+	for _, k := range c.keys {
+		switch width {
+		case 1:
+			b.Buf = append(b.Buf, byte(k))
+		case 2:
+			b.Buf = binary.LittleEndian.AppendUint16(b.Buf, uint16(k))
+		default:
+			b.Buf = binary.LittleEndian.AppendUint32(b.Buf, k)
+		}
+	}
+}
+
+func (c *lowCardinalityString) WriteColumn(w *proto.Writer) {
+	var b proto.Buffer
+	c.EncodeColumn(&b)
+	w.ChainWrite(b.Buf)
+}

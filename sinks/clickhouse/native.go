@@ -1,0 +1,229 @@
+package clickhouse
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+
+	"github.com/ClickHouse/ch-go"
+	"github.com/ClickHouse/ch-go/proto"
+)
+
+// compatRevision is the protocol revision sluice speaks to servers older than
+// modernRevision. ch-go encodes the client-info part of a query the way
+// servers from revision 54420 on expect; older servers (18.16 is 54412) read
+// it differently and fail with UNKNOWN_SETTING. At 54031 no client info and no
+// per-query settings are sent, which those servers accept.
+const (
+	compatRevision = 54031
+	modernRevision = 54420
+)
+
+// nativeTransport inserts over ClickHouse's native protocol with ch-go.
+type nativeTransport struct {
+	cfg *Config
+	tls *tls.Config // nil without TLS; cloned per server name
+}
+
+func (nt *nativeTransport) newReplica(addr string) (*replica, error) {
+	if addr == "" {
+		addr = nt.cfg.Addr
+	}
+	return &replica{addr: addr, dialer: &dialer{cfg: nt.cfg, tls: nt.tls, addr: addr}}, nil
+}
+
+func (nt *nativeTransport) open(ctx context.Context, rep *replica) (conn, error) {
+	c, err := rep.dialer.dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &nativeConn{c: c, rep: rep}, nil
+}
+
+func (nt *nativeTransport) canSendSettings(rep *replica) bool {
+	_, rev := rep.dialer.Server()
+	return proto.FeatureSettingsSerializedAsStrings.In(rev)
+}
+
+// query runs a statement whose result columns are all String.
+func (nt *nativeTransport) query(ctx context.Context, rep *replica, sql string) ([][]string, error) {
+	c, err := rep.dialer.dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	var (
+		res  proto.Results
+		rows [][]string
+	)
+	q := ch.Query{
+		Body:   sql,
+		Result: res.Auto(),
+		OnResult: func(ctx context.Context, b proto.Block) error {
+			cols := make([]*proto.ColStr, len(res))
+			for i, r := range res {
+				s, ok := r.Data.(*proto.ColStr)
+				if !ok {
+					return fmt.Errorf("%s: column %s is %s, want String", sql, r.Name, r.Data.Type())
+				}
+				cols[i] = s
+			}
+			for i := 0; i < b.Rows; i++ {
+				row := make([]string, len(cols))
+				for j, c := range cols {
+					row[j] = c.Row(i)
+				}
+				rows = append(rows, row)
+			}
+			return nil
+		},
+	}
+	if err := c.Do(ctx, q); err != nil {
+		return nil, err
+	}
+	return rows, nil
+}
+
+func (nt *nativeTransport) close() {}
+
+// nativeConn is one worker's connection to one replica, kept across inserts.
+type nativeConn struct {
+	c   *ch.Client
+	rep *replica
+}
+
+func (nc *nativeConn) close() { _ = nc.c.Close() }
+
+// emptyColumn has no rows; it ends a streamed insert.
+type emptyColumn struct{}
+
+func (emptyColumn) Type() proto.ColumnType     { return proto.ColumnTypeString }
+func (emptyColumn) Rows() int                  { return 0 }
+func (emptyColumn) EncodeColumn(*proto.Buffer) {}
+func (emptyColumn) WriteColumn(*proto.Writer)  {}
+func (emptyColumn) Reset()                     {}
+
+// insert sends the parts as the blocks of one INSERT: ch-go streams one
+// block per part, asking src for the next one as it goes, and the server
+// squashes them.
+func (nc *nativeConn) insert(ctx context.Context, t *Table, src *partSource, s insertSettings) error {
+	if nc.c.IsClosed() {
+		return errConnClosed
+	}
+	input := src.next(ctx).sub.input(t)
+	q := ch.Query{
+		Body:  t.target.insertSQL,
+		Input: input,
+		OnInput: func(ctx context.Context) error {
+			p := src.next(ctx)
+			if p == nil {
+				input[0].Data = emptyColumn{}
+				return io.EOF
+			}
+			for i, c := range p.sub.cols {
+				input[i].Data = c
+			}
+			return nil
+		},
+	}
+	if s.dedupToken != "" {
+		q.Settings = append(q.Settings, ch.Setting{Key: "insert_deduplication_token", Value: s.dedupToken, Important: true})
+	}
+	if s.distributedSync {
+		q.Settings = append(q.Settings, ch.Setting{Key: "insert_distributed_sync", Value: "1", Important: true})
+	}
+	return nc.c.Do(ctx, q)
+}
+
+var errConnClosed = fmt.Errorf("connection closed")
+
+// dialer opens native connections to one server, remembering the protocol
+// revision that works with it.
+type dialer struct {
+	cfg  *Config
+	tls  *tls.Config
+	addr string
+
+	mu       sync.Mutex
+	revision int // 0 until the first handshake
+	server   proto.ServerHello
+}
+
+func (d *dialer) options(revision int) ch.Options {
+	o := ch.Options{
+		Address:         d.addr,
+		Database:        d.cfg.Database,
+		User:            d.cfg.User,
+		Password:        d.cfg.Password,
+		ClientName:      "sluice",
+		DialTimeout:     d.cfg.DialTimeout,
+		ReadTimeout:     d.cfg.ReadTimeout,
+		ProtocolVersion: revision,
+	}
+	switch d.cfg.Compression {
+	case "lz4":
+		o.Compression = ch.CompressionLZ4
+	case "zstd":
+		o.Compression = ch.CompressionZSTD
+	case "none":
+		o.Compression = ch.CompressionDisabled
+	}
+	if d.tls != nil {
+		o.TLS = tlsFor(d.tls, hostOf(d.addr))
+	}
+	return o
+}
+
+// tlsFor returns base for server host: the configured server name, or host.
+func tlsFor(base *tls.Config, host string) *tls.Config {
+	c := base.Clone()
+	if c.ServerName == "" {
+		c.ServerName = host
+	}
+	return c
+}
+
+func hostOf(addr string) string {
+	h, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	return h
+}
+
+// dial opens a connection, negotiating the protocol revision on first use.
+func (d *dialer) dial(ctx context.Context) (*ch.Client, error) {
+	d.mu.Lock()
+	rev := d.revision
+	d.mu.Unlock()
+	if rev != 0 {
+		return ch.Dial(ctx, d.options(rev))
+	}
+	c, err := ch.Dial(ctx, d.options(0))
+	if err != nil {
+		return nil, err
+	}
+	hello := c.ServerInfo()
+	rev = proto.Version
+	if hello.Revision < modernRevision {
+		rev = compatRevision
+		_ = c.Close()
+		if c, err = ch.Dial(ctx, d.options(rev)); err != nil {
+			return nil, err
+		}
+	}
+	d.mu.Lock()
+	d.revision, d.server = rev, hello
+	d.mu.Unlock()
+	return c, nil
+}
+
+// Server reports the server's hello and the revision sluice speaks with it.
+func (d *dialer) Server() (proto.ServerHello, int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.server, d.revision
+}

@@ -1,0 +1,140 @@
+package clickhouse_test
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/testinfra"
+	"github.com/sluicehq/sluice/sinks/clickhouse"
+)
+
+// TestServerOutageLosesNothing streams rows while the server is stopped for
+// a while and started again: every chunk sent is acked, once, and the table
+// ends with every id exactly once (count = uniqExact = rows sent). The
+// native variant's outage is 20 s; the HTTP one's 6 s.
+func TestServerOutageLosesNothing(t *testing.T) {
+	for _, tc := range []struct {
+		transport string
+		outage    time.Duration
+	}{
+		{clickhouse.TransportNative, 20 * time.Second},
+		{clickhouse.TransportHTTP, 6 * time.Second},
+	} {
+		t.Run(fmt.Sprintf("%s/%s", tc.transport, tc.outage), func(t *testing.T) {
+			testOutage(t, tc.transport, tc.outage)
+		})
+	}
+}
+
+func testOutage(t *testing.T, transport string, outage time.Duration) {
+	ch := testinfra.ClickHouseT(t)
+	ctx := context.Background()
+	if err := ch.Exec(ctx, "CREATE TABLE stream (id UInt64, s String) ENGINE = MergeTree ORDER BY id"); err != nil {
+		t.Fatal(err)
+	}
+	s := newSink(t, ch, transport, func(c *clickhouse.Config) {
+		c.QueueCapacity = 4
+		c.InsertLinger = 20 * time.Millisecond
+		c.RetryMin = 50 * time.Millisecond
+		c.RetryMax = time.Second
+		c.DialTimeout = time.Second
+	})
+	runDone := make(chan error, 1)
+	go func() { runDone <- s.Run(ctx) }()
+	tbl, err := s.Table(ctx, "stream")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The producer sends 200-row chunks every 10 ms until told to stop;
+	// Send blocks while the queue is full (the outage).
+	var (
+		acked, sentChunks atomic.Int64
+		sentRows          atomic.Uint64
+		stop              = make(chan struct{})
+		produced          = make(chan error, 1)
+		blocked           atomic.Int64 // longest Send, ms
+	)
+	go func() {
+		var id uint64
+		for {
+			select {
+			case <-stop:
+				produced <- nil
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			b := s.NewBlock(tbl)
+			for range 200 {
+				row := binary.LittleEndian.AppendUint64(nil, id)
+				row = appendStr(row, fmt.Sprintf("row-%d", id))
+				if err := b.AppendRow(row); err != nil {
+					produced <- err
+					return
+				}
+				id++
+			}
+			start := time.Now()
+			if err := s.Send(ctx, &clickhouse.Chunk{Block: b, Acks: []clickhouse.Ack{countAck{&acked}}}); err != nil {
+				produced <- err
+				return
+			}
+			if ms := time.Since(start).Milliseconds(); ms > blocked.Load() {
+				blocked.Store(ms)
+			}
+			sentChunks.Add(1)
+			sentRows.Store(id)
+		}
+	}()
+
+	time.Sleep(2 * time.Second)
+	before := acked.Load()
+	stopping := time.Now()
+	if err := ch.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	t.Logf("server stopped in %s", stopped.Sub(stopping).Round(100*time.Millisecond))
+	time.Sleep(outage)
+	if err := ch.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("server down for %s", time.Since(stopped).Round(100*time.Millisecond))
+	time.Sleep(2 * time.Second)
+	close(stop)
+	if err := <-produced; err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	select {
+	case err := <-runDone:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("sink did not drain within 60s of Close")
+	}
+
+	rows := sentRows.Load()
+	st := s.Stats()
+	t.Logf("%d rows in %d chunks; %d acked before the outage; longest Send %d ms; stats %+v",
+		rows, sentChunks.Load(), before, blocked.Load(), st)
+	if acked.Load() != sentChunks.Load() {
+		t.Errorf("%d chunks acked, %d sent", acked.Load(), sentChunks.Load())
+	}
+	if st.InsertErrors == 0 {
+		t.Error("no insert failed: the outage did not hit the sink")
+	}
+	if blocked.Load() < outage.Milliseconds()/2 {
+		t.Errorf("Send never blocked for long (%d ms): no backpressure during the outage", blocked.Load())
+	}
+	got := queryT(t, ch, "SELECT count(), uniqExact(id), min(id), max(id) FROM stream")
+	want := fmt.Sprintf("%d\t%d\t0\t%d", rows, rows, rows-1)
+	if got != want {
+		t.Errorf("(count, uniqExact, min, max) = %q, want %q", got, want)
+	}
+}

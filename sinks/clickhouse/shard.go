@@ -1,0 +1,485 @@
+package clickhouse
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ClickHouse/ch-go/proto"
+	"github.com/go-faster/city"
+)
+
+// transport is how inserts and metadata queries reach a server.
+type transport interface {
+	// newReplica describes the server at native address addr ("" for the
+	// configured addr or http_addr).
+	newReplica(addr string) (*replica, error)
+	// open returns a connection to rep for one worker's inserts.
+	open(ctx context.Context, rep *replica) (conn, error)
+	// query runs a statement whose result columns are all String.
+	query(ctx context.Context, rep *replica, sql string) ([][]string, error)
+	// canSendSettings reports whether per-query settings reach rep.
+	canSendSettings(rep *replica) bool
+	close()
+}
+
+// conn is one worker's connection to one replica.
+type conn interface {
+	// insert sends the parts src hands out, all of table t, as one
+	// INSERT; src has at least one.
+	insert(ctx context.Context, t *Table, src *partSource, s insertSettings) error
+	close()
+}
+
+// insertSettings are what an insert sends besides its rows.
+type insertSettings struct {
+	dedupToken      string
+	distributedSync bool
+	// requestKey is the same for every attempt of one insert (HTTP
+	// Idempotency-Key).
+	requestKey string
+}
+
+// part is the rows of one chunk that go to one shard.
+type part struct {
+	chunk *Chunk
+	sub   *subBlock
+}
+
+// replica is one server of a shard.
+type replica struct {
+	addr   string   // native host:port (HTTP: the URL's host for http_addr)
+	url    *url.URL // transport http
+	dialer *dialer  // transport native
+	brk    breaker
+	// dedup caches whether the server knows insert_deduplication_token:
+	// 0 not asked yet, 1 yes, 2 no.
+	dedup atomic.Int32
+}
+
+// breaker is a replica's circuit breaker. It opens after a number of
+// consecutive failed inserts, keeping the replica out of rotation for a
+// cool-down; then one trial insert (half-open) closes it again or
+// reopens it.
+type breaker struct {
+	mu        sync.Mutex
+	failures  int
+	openUntil time.Time // zero: closed
+	trial     bool      // the half-open trial is in flight
+	opens     int64
+}
+
+// allow reports whether an insert may go to the replica now, and takes
+// the half-open trial when the cool-down is over.
+func (b *breaker) allow(now time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch {
+	case b.openUntil.IsZero():
+		return true
+	case now.Before(b.openUntil) || b.trial:
+		return false
+	}
+	b.trial = true
+	return true
+}
+
+func (b *breaker) success() {
+	b.mu.Lock()
+	b.failures, b.openUntil, b.trial = 0, time.Time{}, false
+	b.mu.Unlock()
+}
+
+// failure records a failed insert and reports whether it opened the breaker.
+func (b *breaker) failure(now time.Time, threshold int, cooldown time.Duration) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.failures++
+	if b.trial || (b.openUntil.IsZero() && b.failures >= threshold) {
+		b.openUntil, b.trial = now.Add(cooldown), false
+		b.opens++
+		return true
+	}
+	if !b.openUntil.IsZero() && !now.Before(b.openUntil) {
+		// Used while open because every replica was: keep it out again.
+		b.openUntil = now.Add(cooldown)
+	}
+	return false
+}
+
+// release gives back a half-open trial that ended without a verdict.
+func (b *breaker) release() {
+	b.mu.Lock()
+	b.trial = false
+	b.mu.Unlock()
+}
+
+func (b *breaker) until() time.Time {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.openUntil
+}
+
+func (b *breaker) isOpen(now time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return !b.openUntil.IsZero() && now.Before(b.openUntil)
+}
+
+// shard is one bounded queue of parts and the replicas its workers insert
+// into. With routing endpoint or distributed there is one shard whose one
+// replica is the configured server.
+type shard struct {
+	name     string // for logs and errors: "" or "shard 2 of cluster c"
+	num      int    // shard_num, 1-based (0: the endpoint)
+	weight   int
+	replicas []*replica
+	queue    chan *part
+
+	mu  sync.Mutex
+	cur int // index of the replica inserts go to
+
+	insertedRows atomic.Int64
+}
+
+// pick returns the replica the next insert goes to: the current one, or
+// the next whose breaker lets it, in rotation. If every breaker is open it
+// returns the one that reopens first rather than stall; the backoff paces
+// those attempts.
+func (sh *shard) pick(now time.Time) *replica {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	n := len(sh.replicas)
+	for i := range n {
+		idx := (sh.cur + i) % n
+		if sh.replicas[idx].brk.allow(now) {
+			sh.cur = idx
+			return sh.replicas[idx]
+		}
+	}
+	best, bestUntil := sh.replicas[sh.cur], time.Time{}
+	for i, r := range sh.replicas {
+		if u := r.brk.until(); i == 0 || u.Before(bestUntil) {
+			best, bestUntil = r, u
+		}
+	}
+	return best
+}
+
+// rotate moves the shard's inserts past a replica that just failed.
+func (sh *shard) rotate(failed *replica) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.replicas[sh.cur] == failed {
+		sh.cur = (sh.cur + 1) % len(sh.replicas)
+	}
+}
+
+func (sh *shard) current() *replica {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return sh.replicas[sh.cur]
+}
+
+// where names the shard and replica for a message.
+func (sh *shard) where(rep *replica) string {
+	if sh.name == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (%s, replica %s)", sh.name, rep.addr)
+}
+
+// worker is one of a shard's inserts_per_shard goroutines. It keeps its
+// connection across inserts while the replica stays the same.
+type worker struct {
+	s       *Sink
+	sh      *shard
+	conn    conn
+	connRep *replica
+	held    *part // a part of another table that ended the previous insert
+	timer   *time.Timer
+}
+
+func (w *worker) closeConn() {
+	if w.conn != nil {
+		w.conn.close()
+		w.conn, w.connRep = nil, nil
+	}
+}
+
+// openInsert is one INSERT: its table and the parts it carries so far.
+type openInsert struct {
+	t           *Table
+	parts       []*part
+	rows, bytes int
+	deadline    time.Time // it takes no more parts after this
+	// sealed: the insert takes no more parts, because a limit or the
+	// deadline was reached or because it was sent (a retry is unchanged).
+	sealed bool
+}
+
+func (ins *openInsert) add(p *part) {
+	ins.parts = append(ins.parts, p)
+	ins.rows += p.sub.rows
+	ins.bytes += p.sub.size()
+}
+
+// partSource hands a transport an insert's parts: those it has, then, if
+// the insert streams, more from the shard queue as the transport asks.
+type partSource struct {
+	w      *worker
+	ins    *openInsert
+	i      int
+	stream bool
+}
+
+// next returns the next part, or nil at the end of the insert.
+func (ps *partSource) next(ctx context.Context) *part {
+	if ps.i < len(ps.ins.parts) {
+		ps.i++
+		return ps.ins.parts[ps.i-1]
+	}
+	if !ps.stream {
+		return nil
+	}
+	p := ps.w.pull(ctx, ps.ins)
+	if p != nil {
+		ps.i++
+	}
+	return p
+}
+
+// pull adds the next queued part of the insert's table to ins, waiting
+// until ins's deadline; nil once ins is full, late, or the queue is closed.
+// A part of another table ends the insert and starts the next one.
+func (w *worker) pull(ctx context.Context, ins *openInsert) *part {
+	cfg := &w.s.cfg
+	if ins.sealed || ins.rows >= cfg.MaxInsertRows || ins.bytes >= cfg.MaxInsertBytes {
+		ins.sealed = true
+		return nil
+	}
+	wait := time.Until(ins.deadline)
+	if wait <= 0 {
+		ins.sealed = true
+		return nil
+	}
+	w.timer.Reset(wait)
+	defer w.timer.Stop()
+	select {
+	case p, ok := <-w.sh.queue:
+		switch {
+		case !ok:
+		case p.chunk.Block.table != ins.t:
+			w.held = p
+		default:
+			ins.add(p)
+			return p
+		}
+	case <-w.timer.C:
+	case <-ctx.Done():
+	}
+	ins.sealed = true
+	return nil
+}
+
+// run inserts queued parts until the queue is closed and drained or ctx
+// ends; it returns a permanent insert error. An insert starts with the
+// first part at hand and, while it is open, takes more parts of the same
+// table as they come, until max_insert_rows, max_insert_bytes or
+// insert_linger after its start.
+func (w *worker) run(ctx context.Context) error {
+	defer w.closeConn()
+	w.timer = time.NewTimer(time.Hour)
+	w.timer.Stop()
+	for {
+		first := w.held
+		w.held = nil
+		if first == nil {
+			select {
+			case p, ok := <-w.sh.queue:
+				if !ok {
+					return nil
+				}
+				first = p
+			case <-ctx.Done():
+				return nil
+			}
+		}
+		ins := &openInsert{t: first.chunk.Block.table, deadline: time.Now().Add(w.s.cfg.InsertLinger)}
+		ins.add(first)
+		if err := w.insertWithRetry(ctx, ins); err != nil {
+			if errors.As(err, new(*PermanentError)) {
+				return err
+			}
+			return nil // ctx ended
+		}
+		for _, p := range ins.parts {
+			w.s.partDone(p)
+		}
+	}
+}
+
+// insertWithRetry sends ins, retrying it unchanged with backoff, rotating
+// through the shard's replicas, until it succeeds, fails permanently, or
+// ctx ends. The first attempt streams: it starts with the parts at hand and
+// takes more as they come. When a deduplication token is sent, the insert
+// collects its parts first, because the token must cover all of them.
+func (w *worker) insertWithRetry(ctx context.Context, ins *openInsert) error {
+	s := w.s
+	t := ins.t
+	b := backoff{min: s.cfg.RetryMin, max: s.cfg.RetryMax}
+	st := insertSettings{requestKey: fmt.Sprintf("sluice-%016x", rand.Uint64())}
+	for attempt := 1; ; attempt++ {
+		rep := w.sh.pick(time.Now())
+		err := w.connect(ctx, rep)
+		if err == nil {
+			st.distributedSync = s.cfg.DistributedSync && s.tr.canSendSettings(rep)
+			st.dedupToken = ""
+			if s.dedupSupported(ctx, rep) && hasOffsetRanges(ins.parts[0]) {
+				for !ins.sealed {
+					w.pull(ctx, ins)
+				}
+				st.dedupToken = dedupToken(t, ins.parts)
+			}
+			src := &partSource{w: w, ins: ins, stream: !ins.sealed}
+			err = w.conn.insert(ctx, t, src, st)
+			ins.sealed = true
+		}
+		if err == nil {
+			rep.brk.success()
+			w.sh.insertedRows.Add(int64(ins.rows))
+			s.insertedRows.Add(int64(ins.rows))
+			s.inserts.Add(1)
+			return nil
+		}
+		w.closeConn()
+		if ctx.Err() != nil {
+			rep.brk.release()
+			return ctx.Err()
+		}
+		s.insertErrors.Add(1)
+		err = classify(err)
+		if errors.As(err, new(*PermanentError)) {
+			rep.brk.release()
+			return fmt.Errorf("insert into %s%s: %w", t.target.fullName(), w.sh.where(rep), err)
+		}
+		if rep.brk.failure(time.Now(), s.cfg.Cluster.BreakerFailures, s.cfg.Cluster.BreakerCooldown) && len(w.sh.replicas) > 1 {
+			s.breakerOpens.Add(1)
+			s.log.Warn("replica circuit breaker open", "shard", w.sh.name, "replica", rep.addr,
+				"cooldown", s.cfg.Cluster.BreakerCooldown)
+		}
+		w.sh.rotate(rep)
+		wait := b.next(rand.Int64N)
+		s.log.Warn("insert failed, retrying", "table", t.target.fullName(), "shard", w.sh.name,
+			"replica", rep.addr, "rows", ins.rows, "attempt", attempt, "err", err, "in", wait)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+}
+
+// connect makes sure the worker's connection goes to rep.
+func (w *worker) connect(ctx context.Context, rep *replica) error {
+	if w.conn != nil && w.connRep == rep {
+		return nil
+	}
+	w.closeConn()
+	c, err := w.s.tr.open(ctx, rep)
+	if err != nil {
+		return err
+	}
+	w.conn, w.connRep = c, rep
+	return nil
+}
+
+// hasOffsetRanges reports whether a part's chunk has acks and all of them
+// know their offsets.
+func hasOffsetRanges(p *part) bool {
+	for _, a := range p.chunk.Acks {
+		if _, ok := a.(OffsetRange); !ok {
+			return false
+		}
+	}
+	return len(p.chunk.Acks) > 0
+}
+
+// OffsetRange is implemented by acks that know which Kafka records their
+// rows come from. When every ack of an insert implements it, and the server
+// knows insert_deduplication_token (not 18.16), the sink sends a token
+// derived from those ranges and the rows, the same on every retry, so that
+// Replicated tables drop an insert that had in fact succeeded before the
+// retry.
+type OffsetRange interface {
+	// Range returns the topic, partition and the first and last offsets
+	// (inclusive) of the records the ack stands for.
+	Range() (topic string, partition int32, first, last int64)
+}
+
+// dedupToken derives an insert's deduplication token from the target, the
+// parts' offset ranges and their contents. It returns "" unless every part
+// carries acks and all of them implement OffsetRange: without offsets the
+// server's own content hash is no worse. The contents are part of the
+// token because a batch's rows may be split over several chunks.
+func dedupToken(t *Table, parts []*part) string {
+	h := sha256.New()
+	h.Write([]byte("sluice-dedup-v1\x00" + t.target.fullName() + "\x00"))
+	var (
+		num [8]byte
+		buf proto.Buffer
+	)
+	put := func(v uint64) {
+		binary.LittleEndian.PutUint64(num[:], v)
+		h.Write(num[:])
+	}
+	for _, p := range parts {
+		if len(p.chunk.Acks) == 0 {
+			return ""
+		}
+		for _, a := range p.chunk.Acks {
+			r, ok := a.(OffsetRange)
+			if !ok {
+				return ""
+			}
+			topic, partition, first, last := r.Range()
+			h.Write([]byte(topic + "\x00"))
+			put(uint64(partition))
+			put(uint64(first))
+			put(uint64(last))
+		}
+		buf.Reset()
+		if err := p.sub.encodeNative(t, &buf); err != nil {
+			return ""
+		}
+		sum := city.CH128(buf.Buf)
+		put(uint64(p.sub.rows))
+		put(sum.Low)
+		put(sum.High)
+	}
+	return "sluice-" + hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// backoff is exponential backoff with full jitter.
+type backoff struct {
+	min, max time.Duration
+	attempt  int
+}
+
+func (b *backoff) next(rnd func(int64) int64) time.Duration {
+	d := b.min << b.attempt
+	if d > b.max || d <= 0 {
+		d = b.max
+	} else {
+		b.attempt++
+	}
+	return d/2 + time.Duration(rnd(int64(d/2)+1))
+}
