@@ -40,6 +40,7 @@ type partitionWorker struct {
 
 	inst     *wasmhost.Instance
 	batch    wasmhost.Batch
+	headers  []wasmhost.Header // slab for batch.Records[i].Headers
 	blocks   []*clickhouse.Block
 	holders  [][]clickhouse.Ack // acks of the batches with rows in blocks[i]
 	lastHeld []*batchAck
@@ -184,13 +185,18 @@ func (w *partitionWorker) transform(ctx context.Context, recs []*kgo.Record, ack
 		return err
 	}
 	w.batch.Records = w.batch.Records[:0]
+	// Headers of every record share one slab reused across calls, so a
+	// record with headers costs no allocation. A record's slice stays valid
+	// if the slab grows later: it keeps the old backing array.
+	w.headers = w.headers[:0]
 	for _, r := range recs {
 		rec := wasmhost.Record{Offset: r.Offset, Timestamp: r.Timestamp.UnixMilli(), Key: r.Key, Value: r.Value}
 		if len(r.Headers) > 0 {
-			rec.Headers = make([]wasmhost.Header, len(r.Headers))
-			for i, h := range r.Headers {
-				rec.Headers[i] = wasmhost.Header{Key: h.Key, Value: h.Value}
+			start := len(w.headers)
+			for _, h := range r.Headers {
+				w.headers = append(w.headers, wasmhost.Header{Key: h.Key, Value: h.Value})
 			}
+			rec.Headers = w.headers[start:len(w.headers):len(w.headers)]
 		}
 		w.batch.Records = append(w.batch.Records, rec)
 	}

@@ -64,7 +64,7 @@ func newColumn(typ string) (column, error) {
 	case "Decimal128":
 		return &fixedColumn{typ: t, width: 16}, nil
 	case "Decimal":
-		parts := splitArgs(args)
+		parts := splitTopLevel(args)
 		if len(parts) != 2 {
 			return nil, fmt.Errorf("type %s: want Decimal(P, S)", t)
 		}
@@ -131,36 +131,10 @@ func splitType(t string) (string, string) {
 	return t[:i], t[i+1 : len(t)-1]
 }
 
-// splitArgs splits top-level comma-separated type arguments.
-func splitArgs(s string) []string {
-	var out []string
-	depth, start, quoted := 0, 0, false
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c == '\\' && quoted:
-			i++
-		case c == '\'':
-			quoted = !quoted
-		case quoted:
-		case c == '(':
-			depth++
-		case c == ')':
-			depth--
-		case c == ',' && depth == 0:
-			out = append(out, strings.TrimSpace(s[start:i]))
-			start = i + 1
-		}
-	}
-	if strings.TrimSpace(s[start:]) != "" {
-		out = append(out, strings.TrimSpace(s[start:]))
-	}
-	return out
-}
-
 // parseEnum reads "'a' = 1, 'b' = 2" into the set of declared values.
 func parseEnum(args string) (map[int16]bool, error) {
 	values := map[int16]bool{}
-	for _, part := range splitArgs(args) {
+	for _, part := range splitTopLevel(args) {
 		eq := strings.LastIndexByte(part, '=')
 		if eq < 0 {
 			return nil, fmt.Errorf("enum element %q has no value", part)

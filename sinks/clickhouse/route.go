@@ -32,7 +32,7 @@ func parseDistributed(engineFull, ownDB string) (distributedEngine, error) {
 	if end < 0 {
 		return d, fmt.Errorf("engine %q: unbalanced parentheses", engineFull)
 	}
-	args := splitEngineArgs(s[len("Distributed("):end])
+	args := splitTopLevel(s[len("Distributed("):end])
 	if len(args) < 3 || len(args) > 5 {
 		return d, fmt.Errorf("engine %q: want Distributed(cluster, database, table[, sharding_key[, policy]])", engineFull)
 	}
@@ -81,9 +81,9 @@ func closingParen(s string, open int) int {
 	return -1
 }
 
-// splitEngineArgs splits engine arguments at top-level commas, keeping
-// quoted names and nested calls whole.
-func splitEngineArgs(s string) []string {
+// splitTopLevel splits type or engine arguments at top-level commas,
+// keeping quoted names, string literals and nested parentheses whole.
+func splitTopLevel(s string) []string {
 	var out []string
 	depth, start, quote := 0, 0, byte(0)
 	for i := 0; i < len(s); i++ {
