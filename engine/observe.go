@@ -15,6 +15,7 @@ import (
 type metrics struct {
 	registry      *prometheus.Registry
 	moduleSeconds prometheus.Histogram
+	insertSeconds *prometheus.HistogramVec
 }
 
 func newMetrics() *metrics {
@@ -25,8 +26,13 @@ func newMetrics() *metrics {
 			Help:    "Time the module took for one call (one batch of records).",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
 		}),
+		insertSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "sluice_insert_seconds",
+			Help:    "Time of one INSERT attempt, from picking the replica to the server's acknowledgement (outcome ok or error).",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14),
+		}, []string{"table", "outcome"}),
 	}
-	m.registry.MustRegister(m.moduleSeconds, prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	m.registry.MustRegister(m.moduleSeconds, m.insertSeconds, prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }
 
@@ -55,6 +61,7 @@ func (p *Pipeline) Handler() http.Handler {
 
 var (
 	descRecordsIn    = prometheus.NewDesc("sluice_records_in_total", "Records taken from Kafka into modules.", nil, nil)
+	descErrored      = prometheus.NewDesc("sluice_records_errored_total", "Records the module refused or whose rows did not fit the table (dead-lettered, or stopping the pipeline without a dead-letter topic).", nil, nil)
 	descRowsOut      = prometheus.NewDesc("sluice_rows_out_total", "Rows the modules produced.", nil, nil)
 	descDeadLettered = prometheus.NewDesc("sluice_records_dead_lettered_total", "Records written to the dead-letter topic.", nil, nil)
 	descTraps        = prometheus.NewDesc("sluice_module_traps_total", "Module instance failures: traps, proc_exit, limit breaches, malformed output.", nil, nil)
@@ -65,7 +72,10 @@ var (
 	descResumes      = prometheus.NewDesc("sluice_fetch_resumes_total", "Times fetching was resumed.", nil, nil)
 	descPaused       = prometheus.NewDesc("sluice_partitions_module_paused", "Partitions paused because their module keeps failing.", nil, nil)
 	descLag          = prometheus.NewDesc("sluice_consumer_lag", "High watermark minus the next offset to commit.", []string{"topic", "partition"}, nil)
-	descQueueDepth   = prometheus.NewDesc("sluice_sink_queue_depth", "Sealed chunks waiting for a shard worker.", nil, nil)
+	descQueueDepth   = prometheus.NewDesc("sluice_sink_queue_depth", "Sealed chunks waiting for a shard worker, over all shards.", nil, nil)
+	descShardQueue   = prometheus.NewDesc("sluice_sink_shard_queue_depth", "Chunk parts waiting in one shard's queue.", []string{"shard"}, nil)
+	descShardFailing = prometheus.NewDesc("sluice_sink_shard_failing", "1 while a shard's last insert attempt failed.", []string{"shard"}, nil)
+	descTableRows    = prometheus.NewDesc("sluice_table_rows_inserted_total", "Rows inserted into ClickHouse, per table.", []string{"table"}, nil)
 	descRowsInserted = prometheus.NewDesc("sluice_rows_inserted_total", "Rows inserted into ClickHouse.", nil, nil)
 	descInserts      = prometheus.NewDesc("sluice_inserts_total", "INSERT statements that succeeded.", nil, nil)
 	descInsertErrors = prometheus.NewDesc("sluice_insert_errors_total", "Insert attempts that failed (and were retried or stopped the pipeline).", nil, nil)
@@ -75,7 +85,7 @@ var (
 type collector struct{ p *Pipeline }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRecordsIn, descRowsOut, descDeadLettered, descTraps, descInstances,
+	for _, d := range []*prometheus.Desc{descRecordsIn, descErrored, descShardQueue, descShardFailing, descTableRows, descRowsOut, descDeadLettered, descTraps, descInstances,
 		descInflight, descBudget, descPauses, descResumes, descPaused, descLag, descQueueDepth,
 		descRowsInserted, descInserts, descInsertErrors} {
 		ch <- d
@@ -93,6 +103,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	counter(descRecordsIn, st.RecordsIn)
 	counter(descRowsOut, st.RowsOut)
+	counter(descErrored, st.RecordsErrored)
 	counter(descDeadLettered, st.DeadLettered)
 	counter(descTraps, st.Traps)
 	counter(descInstances, st.Instances)
@@ -107,6 +118,21 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descRowsInserted, st.Sink.InsertedRows)
 	counter(descInserts, st.Sink.Inserts)
 	counter(descInsertErrors, st.Sink.InsertErrors)
+	for _, sh := range st.Sink.Shards {
+		name := sh.Name
+		if name == "" {
+			name = "default"
+		}
+		gauge(descShardQueue, int64(sh.QueueDepth), name)
+		failing := int64(0)
+		if sh.Failing {
+			failing = 1
+		}
+		gauge(descShardFailing, failing, name)
+	}
+	for _, t := range st.Sink.Tables {
+		ch <- prometheus.MustNewConstMetric(descTableRows, prometheus.CounterValue, float64(t.InsertedRows), t.Name)
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for tp, a := range p.acks {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime/debug"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,6 +38,11 @@ type Pipeline struct {
 
 	tracer  trace.Tracer
 	metrics *metrics
+
+	// polling is true while the poll loop runs; ping caches the last
+	// ClickHouse reachability check for readiness.
+	polling atomic.Bool
+	ping    pingCache
 
 	pausedMu sync.Mutex
 	paused   map[topicPartition]bool // partitions paused for a failing module
@@ -112,6 +118,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) (*Pi
 	if p.sink, err = clickhouse.New(ctx, cfg.ClickHouse, log); err != nil {
 		return nil, err
 	}
+	p.sink.OnInsert(p.observeInsert)
 	p.init.Params = cfg.Module.Params
 	for _, name := range cfg.Module.Tables {
 		t, err := p.sink.Table(ctx, name)
@@ -307,6 +314,8 @@ func (p *Pipeline) close(ctx context.Context) {
 
 // pollLoop fetches records and hands each partition's batch to its worker.
 func (p *Pipeline) pollLoop(ctx context.Context) {
+	p.polling.Store(true)
+	defer p.polling.Store(false)
 	for ctx.Err() == nil {
 		fetches := p.client.PollRecords(ctx, p.cfg.Kafka.MaxPollRecords)
 		if fetches.IsClientClosed() {
@@ -522,39 +531,77 @@ func (p *Pipeline) setModulePaused(tp topicPartition, paused bool) {
 	}
 }
 
-// Ready reports whether the pipeline is consuming with no partition paused
-// for a failing module, and why not.
+// Ready reports whether the pipeline is consuming, ClickHouse answers and
+// every shard's last insert succeeded, and no partition is paused for a
+// failing module; and why not.
 func (p *Pipeline) Ready() (bool, string) {
-	p.pausedMu.Lock()
-	defer p.pausedMu.Unlock()
-	if len(p.paused) > 0 {
-		var tps []string
-		for tp := range p.paused {
-			tps = append(tps, tp.String())
-		}
-		return false, fmt.Sprintf("module %s paused on %v after repeated failures", p.module.Name, tps)
+	if !p.polling.Load() {
+		return false, "not consuming: starting, draining or stopped"
+	}
+	if why := p.modulePaused(); why != "" {
+		return false, why
+	}
+	if msg := p.sink.Failing(); msg != "" {
+		return false, "ClickHouse: " + msg
+	}
+	if err := p.ping.check(func() error { return p.sink.Ping(context.Background(), 2*time.Second) }); err != nil {
+		return false, "ClickHouse unreachable: " + err.Error()
 	}
 	return true, ""
 }
 
+func (p *Pipeline) modulePaused() string {
+	p.pausedMu.Lock()
+	defer p.pausedMu.Unlock()
+	if len(p.paused) == 0 {
+		return ""
+	}
+	var tps []string
+	for tp := range p.paused {
+		tps = append(tps, tp.String())
+	}
+	sort.Strings(tps)
+	return fmt.Sprintf("module %s paused on %v after repeated failures", p.module.Name, tps)
+}
+
+// pingCache runs a reachability check at most once per second; callers in
+// between get the last result.
+type pingCache struct {
+	mu   sync.Mutex
+	at   time.Time
+	last error
+}
+
+func (c *pingCache) check(ping func() error) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if time.Since(c.at) < time.Second {
+		return c.last
+	}
+	c.last = ping()
+	c.at = time.Now()
+	return c.last
+}
+
 // stats are the pipeline's counters.
 type stats struct {
-	recordsIn, rowsOut, deadLettered, traps, instances atomic.Int64
+	recordsIn, rowsOut, recordsErrored, deadLettered, traps, instances atomic.Int64
 }
 
 // Stats is a snapshot of the pipeline's counters.
 type Stats struct {
-	RecordsIn, RowsOut, DeadLettered, Traps, Instances int64
-	InflightBytes, PeakInflightBytes                   int64
-	Pauses, Resumes                                    int64
-	Sink                                               clickhouse.Stats
+	RecordsIn, RowsOut, RecordsErrored, DeadLettered, Traps, Instances int64
+	InflightBytes, PeakInflightBytes                                   int64
+	Pauses, Resumes                                                    int64
+	Sink                                                               clickhouse.Stats
 }
 
 // Stats returns the pipeline's counters.
 func (p *Pipeline) Stats() Stats {
 	return Stats{
 		RecordsIn: p.stats.recordsIn.Load(), RowsOut: p.stats.rowsOut.Load(),
-		DeadLettered: p.stats.deadLettered.Load(), Traps: p.stats.traps.Load(),
+		RecordsErrored: p.stats.recordsErrored.Load(),
+		DeadLettered:   p.stats.deadLettered.Load(), Traps: p.stats.traps.Load(),
 		Instances:     p.stats.instances.Load(),
 		InflightBytes: p.flow.inflight.Load(), PeakInflightBytes: p.flow.peak.Load(),
 		Pauses: p.flow.pauses.Load(), Resumes: p.flow.resumes.Load(),

@@ -2,12 +2,15 @@ package engine
 
 import (
 	"context"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/sluicehq/sluice/internal/telemetry"
 	"github.com/sluicehq/sluice/sinks/clickhouse"
 )
 
@@ -45,11 +48,27 @@ var (
 	attrTable           = attribute.Key("db.collection.name")
 	attrRows            = attribute.Key("sluice.rows")
 	attrBytes           = attribute.Key("sluice.bytes")
+
+	attrDBSystem    = attribute.Key("db.system.name")
+	attrDBNamespace = attribute.Key("db.namespace")
+	attrDBOperation = attribute.Key("db.operation.name")
+	attrDBShard     = attribute.Key("db.clickhouse.shard")
+	attrDBReplica   = attribute.Key("db.clickhouse.replica")
+	attrDBRows      = attribute.Key("db.clickhouse.rows")
+	attrDBBytes     = attribute.Key("db.clickhouse.bytes")
+	attrDBAttempt   = attribute.Key("db.clickhouse.attempt")
+	attrServerAddr  = attribute.Key("server.address")
 )
 
 // maxProducerLinks bounds the links from a consume span to the producer
 // contexts found in its records' traceparent headers.
 const maxProducerLinks = 16
+
+// maxFlushLinks bounds a flush span's links to the consume spans whose
+// rows its insert carries. The SDK keeps at most OTEL_SPAN_LINK_COUNT_LIMIT
+// links per span (its default is 128); telemetry.Setup raises that default
+// to this bound.
+const maxFlushLinks = telemetry.FlushLinkLimit
 
 // maxSealLinks bounds a seal span's links to the batches in its chunk.
 const maxSealLinks = 32
@@ -131,4 +150,52 @@ func (p *Pipeline) traceSeal(c *clickhouse.Chunk) {
 		attrBytes.Int(c.Block.Size()),
 	))
 	span.End()
+}
+
+// observeInsert is the sink's OnInsert function: a flush span per insert
+// attempt, linked to the consume spans of the batches whose rows the insert
+// carries, and the insert latency histogram.
+func (p *Pipeline) observeInsert(e *clickhouse.InsertEvent) {
+	outcome := "ok"
+	if e.Err != nil {
+		outcome = "error"
+	}
+	p.metrics.insertSeconds.WithLabelValues(e.Table, outcome).Observe(e.End.Sub(e.Start).Seconds())
+	var links []trace.Link
+	seen := map[*batchAck]bool{}
+	e.Acks(func(a clickhouse.Ack) bool {
+		b, ok := a.(*batchAck)
+		if !ok || seen[b] || !b.span.IsValid() {
+			return true
+		}
+		seen[b] = true
+		links = append(links, trace.Link{SpanContext: b.span})
+		return len(links) < maxFlushLinks
+	})
+	db, _, _ := strings.Cut(e.Table, ".")
+	shard := e.Shard
+	if shard == "" {
+		shard = "default"
+	}
+	_, span := p.tracer.Start(context.Background(), "flush",
+		trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithTimestamp(e.Start),
+		trace.WithLinks(links...),
+		trace.WithAttributes(
+			attrDBSystem.String("clickhouse"),
+			attrDBNamespace.String(db),
+			attrTable.String(e.Table),
+			attrDBOperation.String("INSERT"),
+			attrDBShard.String(shard),
+			attrDBReplica.String(e.Replica),
+			attrServerAddr.String(e.Replica),
+			attrDBRows.Int(e.Rows),
+			attrDBBytes.Int(e.Bytes),
+			attrDBAttempt.Int(e.Attempt),
+		))
+	if e.Err != nil {
+		span.RecordError(e.Err)
+		span.SetStatus(codes.Error, "insert failed")
+	}
+	span.End(trace.WithTimestamp(e.End))
 }

@@ -165,6 +165,47 @@ func TestTraceTree(t *testing.T) {
 	if sealedRows != n {
 		t.Errorf("seal spans carry %d rows, want %d", sealedRows, n)
 	}
+
+	// Every successful insert has a flush span; together they carry every
+	// row, and every consume span is linked from the flush span of the
+	// insert that carried its rows.
+	flushedRows := 0
+	linked := map[string]bool{}
+	if len(byName["flush"]) == 0 {
+		t.Fatal("no flush spans")
+	}
+	for _, s := range byName["flush"] {
+		a := attrs(s.Attributes)
+		if a["db.system.name"] != "clickhouse" || a["db.collection.name"] != "default.logs" || a["db.namespace"] != "default" ||
+			a["db.operation.name"] != "INSERT" || a["db.clickhouse.shard"] != "default" || a["db.clickhouse.replica"] != e.ch.Addr ||
+			a["db.clickhouse.attempt"] != "1" || s.SpanKind.String() != "client" {
+			t.Errorf("flush attributes: %v (kind %s)", a, s.SpanKind)
+		}
+		r, _ := strconv.Atoi(a["db.clickhouse.rows"])
+		b, _ := strconv.Atoi(a["db.clickhouse.bytes"])
+		if r <= 0 || b < r {
+			t.Errorf("flush span carries %d rows in %d bytes", r, b)
+		}
+		flushedRows += r
+		if !s.EndTime.After(s.StartTime) {
+			t.Errorf("flush span %s–%s has no duration", s.StartTime, s.EndTime)
+		}
+		for _, l := range s.Links {
+			id := l.SpanContext.SpanID().String()
+			if _, ok := consumeIDs[id]; !ok {
+				t.Errorf("flush span links to %s, not a consume span", id)
+			}
+			linked[id] = true
+		}
+	}
+	if flushedRows != n {
+		t.Errorf("flush spans carry %d rows, want %d", flushedRows, n)
+	}
+	for id := range consumeIDs {
+		if !linked[id] {
+			t.Errorf("consume span %s is linked from no flush span", id)
+		}
+	}
 }
 
 // otlpReceiver is an in-test OTLP/HTTP trace receiver that decodes the
@@ -247,6 +288,31 @@ func TestOTLPExportAndMetrics(t *testing.T) {
 	if code := status(t, metricsSrv.URL+"/healthz"); code != http.StatusOK {
 		t.Errorf("/healthz = %d", code)
 	}
+	// Readiness follows ClickHouse: not ready while it is down, ready
+	// again once it is back.
+	if err := e.ch.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1100 * time.Millisecond) // past the cached check
+	code, why := statusBody(t, metricsSrv.URL+"/readyz")
+	if code != http.StatusServiceUnavailable || !strings.Contains(why, "ClickHouse unreachable") {
+		t.Errorf("/readyz with ClickHouse stopped = %d %q, want 503 naming ClickHouse", code, why)
+	}
+	startCtx, cancelStart := context.WithTimeout(context.Background(), time.Minute)
+	if err := e.ch.Start(startCtx); err != nil {
+		cancelStart()
+		t.Fatal(err)
+	}
+	cancelStart()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		code, why := statusBody(t, metricsSrv.URL+"/readyz")
+		if code == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz = %d %q 10 s after ClickHouse came back", code, why)
+		}
+	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -260,7 +326,7 @@ func TestOTLPExportAndMetrics(t *testing.T) {
 	if !recv.svc["sluice-test"] {
 		t.Errorf("no spans from service sluice-test; services %v", recv.svc)
 	}
-	for _, name := range []string{"consume", "transform", "seal"} {
+	for _, name := range []string{"consume", "transform", "seal", "flush"} {
 		if recv.spans[name] == 0 {
 			t.Errorf("receiver got no %s spans (got %v)", name, recv.spans)
 		}
@@ -271,6 +337,13 @@ func TestOTLPExportAndMetrics(t *testing.T) {
 		fmt.Sprintf("sluice_rows_out_total %d", n),
 		fmt.Sprintf("sluice_rows_inserted_total %d", n),
 		"sluice_records_dead_lettered_total 0",
+		"sluice_records_errored_total 0",
+		fmt.Sprintf(`sluice_table_rows_inserted_total{table="default.logs"} %d`, n),
+		`sluice_insert_seconds_count{outcome="ok",table="default.logs"}`,
+		`sluice_sink_shard_queue_depth{shard="default"} 0`,
+		`sluice_sink_shard_failing{shard="default"} 0`,
+		"sluice_fetch_pauses_total",
+		"sluice_module_instances_started_total 2",
 		"sluice_module_traps_total 0",
 		`sluice_consumer_lag{partition="0",topic="logs"} 0`,
 		`sluice_consumer_lag{partition="1",topic="logs"} 0`,
@@ -293,6 +366,17 @@ func get(t *testing.T, url string) string {
 	var b bytes.Buffer
 	_, _ = io.Copy(&b, resp.Body)
 	return b.String()
+}
+
+func statusBody(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }
 
 func status(t *testing.T, url string) int {

@@ -306,6 +306,7 @@ func (w *partitionWorker) instanceFailed(ctx context.Context, cause error) error
 // stops the pipeline and names the record.
 func (w *partitionWorker) deadLetter(ctx context.Context, r *kgo.Record, ack *batchAck, cause string) error {
 	m := w.p.module
+	w.p.stats.recordsErrored.Add(1)
 	if w.p.dlq == nil {
 		return &RecordError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Module: m.Name,
 			Err: errors.New(cause)}

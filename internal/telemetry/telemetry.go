@@ -91,6 +91,10 @@ func (c *TracesConfig) Validate(getenv func(string) string) error {
 	return nil
 }
 
+// FlushLinkLimit is the most links a span gets by default: the bound on a
+// flush span's links to consume spans.
+const FlushLinkLimit = 1024
+
 // Setup builds the tracer provider the config asks for and installs it and
 // the W3C propagator globally. The returned shutdown flushes spans.
 func Setup(ctx context.Context, c TracesConfig, version string) (trace.TracerProvider, func(context.Context) error, error) {
@@ -127,8 +131,16 @@ func Setup(ctx context.Context, c TracesConfig, version string) (trace.TracerPro
 	if err != nil {
 		return nil, nil, err
 	}
+	// A flush span links to every consume span whose rows its insert
+	// carries: up to 1024 unless OTEL_SPAN_LINK_COUNT_LIMIT says otherwise
+	// (the SDK's own default is 128).
+	limits := sdktrace.NewSpanLimits()
+	if os.Getenv("OTEL_SPAN_LINK_COUNT_LIMIT") == "" {
+		limits.LinkCountLimit = FlushLinkLimit
+	}
 	tp := sdktrace.NewTracerProvider(
 		sdktrace.WithBatcher(exp),
+		sdktrace.WithSpanLimits(limits),
 		sdktrace.WithResource(res),
 		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(*c.SampleRatio))),
 	)

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/ClickHouse/ch-go/proto"
 )
@@ -44,6 +45,8 @@ type Table struct {
 	// recently inserted block, which a fresh block reserves up front.
 	shapeMu sync.Mutex
 	shape   []int
+
+	insertedRows atomic.Int64
 }
 
 // recordShape remembers the buffer lengths of b's fullest part.

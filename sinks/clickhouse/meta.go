@@ -68,6 +68,9 @@ func (s *Sink) Table(ctx context.Context, name string) (*Table, error) {
 		}
 	}
 	s.tables[name] = t
+	s.mu.Lock()
+	s.tableList = append(s.tableList, t)
+	s.mu.Unlock()
 	s.pools.Store(t, &sync.Pool{New: func() any { return t.newReservedBlock() }})
 	return t, nil
 }

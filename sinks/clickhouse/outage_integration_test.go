@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -42,6 +43,28 @@ func testOutage(t *testing.T, transport string, outage time.Duration) {
 		c.RetryMin = 50 * time.Millisecond
 		c.RetryMax = time.Second
 		c.DialTimeout = time.Second
+	})
+	// The insert observer sees every attempt: the failed ones during the
+	// outage, and successful ones carrying every row exactly once.
+	var (
+		obsMu                 sync.Mutex
+		okRows, failedEvents  int
+		maxAttempt, zeroAcked int
+	)
+	s.OnInsert(func(e *clickhouse.InsertEvent) {
+		obsMu.Lock()
+		defer obsMu.Unlock()
+		if e.Err != nil {
+			failedEvents++
+		} else {
+			okRows += e.Rows
+		}
+		maxAttempt = max(maxAttempt, e.Attempt)
+		n := 0
+		e.Acks(func(clickhouse.Ack) bool { n++; return true })
+		if n == 0 || e.Table != "default.stream" || !e.End.After(e.Start) {
+			zeroAcked++
+		}
 	})
 	runDone := make(chan error, 1)
 	go func() { runDone <- s.Run(ctx) }()
@@ -100,6 +123,12 @@ func testOutage(t *testing.T, transport string, outage time.Duration) {
 	stopped := time.Now()
 	t.Logf("server stopped in %s", stopped.Sub(stopping).Round(100*time.Millisecond))
 	time.Sleep(outage)
+	if s.Failing() == "" {
+		t.Error("Failing() is empty during the outage")
+	}
+	if err := s.Ping(ctx, time.Second); err == nil {
+		t.Error("Ping succeeded during the outage")
+	}
 	if err := ch.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -121,6 +150,21 @@ func testOutage(t *testing.T, transport string, outage time.Duration) {
 
 	rows := sentRows.Load()
 	st := s.Stats()
+	if msg := s.Failing(); msg != "" {
+		t.Errorf("Failing() after recovery: %s", msg)
+	}
+	if err := s.Ping(ctx, time.Second); err != nil {
+		t.Errorf("Ping after recovery: %v", err)
+	}
+	obsMu.Lock()
+	if uint64(okRows) != rows || failedEvents != int(st.InsertErrors) || maxAttempt < 2 || zeroAcked != 0 {
+		t.Errorf("observer: %d rows in successful attempts (want %d), %d failed attempts (stats %d), max attempt %d, %d malformed events",
+			okRows, rows, failedEvents, st.InsertErrors, maxAttempt, zeroAcked)
+	}
+	obsMu.Unlock()
+	if len(st.Tables) != 1 || st.Tables[0].Name != "default.stream" || uint64(st.Tables[0].InsertedRows) != rows {
+		t.Errorf("table stats %+v, want default.stream with %d rows", st.Tables, rows)
+	}
 	t.Logf("%d rows in %d chunks; %d acked before the outage; longest Send %d ms; stats %+v",
 		rows, sentChunks.Load(), before, blocked.Load(), st)
 	if acked.Load() != sentChunks.Load() {

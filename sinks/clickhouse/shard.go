@@ -148,6 +148,9 @@ type shard struct {
 	cur int // index of the replica inserts go to
 
 	insertedRows atomic.Int64
+	// failing is why the shard's last insert attempt failed, nil after a
+	// success.
+	failing atomic.Pointer[string]
 }
 
 // pick returns the replica the next insert goes to: the current one, or
@@ -338,7 +341,8 @@ func (w *worker) insertWithRetry(ctx context.Context, ins *openInsert) error {
 	b := backoff{min: s.cfg.RetryMin, max: s.cfg.RetryMax}
 	st := insertSettings{requestKey: fmt.Sprintf("sluice-%016x", rand.Uint64())}
 	for attempt := 1; ; attempt++ {
-		rep := w.sh.pick(time.Now())
+		start := time.Now()
+		rep := w.sh.pick(start)
 		err := w.connect(ctx, rep)
 		if err == nil {
 			st.distributedSync = s.cfg.DistributedSync && s.tr.canSendSettings(rep)
@@ -353,9 +357,12 @@ func (w *worker) insertWithRetry(ctx context.Context, ins *openInsert) error {
 			err = w.conn.insert(ctx, t, src, st)
 			ins.sealed = true
 		}
+		w.observe(ins, rep, attempt, start, err)
 		if err == nil {
 			rep.brk.success()
+			w.sh.failing.Store(nil)
 			w.sh.insertedRows.Add(int64(ins.rows))
+			t.insertedRows.Add(int64(ins.rows))
 			s.insertedRows.Add(int64(ins.rows))
 			s.inserts.Add(1)
 			return nil
@@ -366,6 +373,8 @@ func (w *worker) insertWithRetry(ctx context.Context, ins *openInsert) error {
 			return ctx.Err()
 		}
 		s.insertErrors.Add(1)
+		msg := fmt.Sprintf("insert into %s%s failed: %v", t.target.fullName(), w.sh.where(rep), err)
+		w.sh.failing.Store(&msg)
 		err = classify(err)
 		if errors.As(err, new(*PermanentError)) {
 			rep.brk.release()
@@ -386,6 +395,17 @@ func (w *worker) insertWithRetry(ctx context.Context, ins *openInsert) error {
 		case <-time.After(wait):
 		}
 	}
+}
+
+// observe tells the sink's OnInsert function about an attempt.
+func (w *worker) observe(ins *openInsert, rep *replica, attempt int, start time.Time, err error) {
+	fn := w.s.onInsert
+	if fn == nil {
+		return
+	}
+	fn(&InsertEvent{Table: ins.t.target.fullName(), Shard: w.sh.name, Replica: rep.addr,
+		Rows: ins.rows, Bytes: ins.bytes, Attempt: attempt, Start: start, End: time.Now(), Err: err,
+		parts: ins.parts})
 }
 
 // connect makes sure the worker's connection goes to rep.

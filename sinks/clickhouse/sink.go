@@ -56,9 +56,10 @@ type Sink struct {
 	closing  chan struct{}
 	added    chan struct{} // a shard was added while Run may be running
 
-	tablesMu sync.Mutex // serializes discovery
-	tables   map[string]*Table
-	pools    sync.Map // *Table → *sync.Pool of emptied blocks
+	tablesMu  sync.Mutex // serializes discovery
+	tables    map[string]*Table
+	tableList []*Table // guarded by mu, for Stats
+	pools     sync.Map // *Table → *sync.Pool of emptied blocks
 
 	insertedRows   atomic.Int64
 	insertedChunks atomic.Int64
@@ -66,6 +67,8 @@ type Sink struct {
 	insertErrors   atomic.Int64
 	breakerOpens   atomic.Int64
 	inflightParts  atomic.Int64 // queued or being inserted
+
+	onInsert func(*InsertEvent)
 }
 
 // New validates cfg and connects to the server, retrying with backoff until
@@ -346,6 +349,8 @@ type Stats struct {
 	BreakerOpens int64
 	// Shards has one entry per shard queue.
 	Shards []ShardStats
+	// Tables has one entry per table in use, sorted by name.
+	Tables []TableStats
 }
 
 // ShardStats describe one shard queue.
@@ -359,6 +364,8 @@ type ShardStats struct {
 	// replicas kept out by an open circuit breaker.
 	Replica      string
 	OpenBreakers int
+	// Failing is true while the shard's last insert attempt failed.
+	Failing bool
 }
 
 // Stats returns the sink's counters.
@@ -371,7 +378,7 @@ func (s *Sink) Stats() Stats {
 	now := time.Now()
 	for _, sh := range s.shardList() {
 		ss := ShardStats{Name: sh.name, QueueDepth: len(sh.queue), InsertedRows: sh.insertedRows.Load(),
-			Replica: sh.current().addr}
+			Replica: sh.current().addr, Failing: sh.failing.Load() != nil}
 		for _, r := range sh.replicas {
 			if r.brk.isOpen(now) {
 				ss.OpenBreakers++
@@ -380,6 +387,12 @@ func (s *Sink) Stats() Stats {
 		st.QueueDepth += ss.QueueDepth
 		st.Shards = append(st.Shards, ss)
 	}
+	s.mu.Lock()
+	for _, t := range s.tableList {
+		st.Tables = append(st.Tables, TableStats{Name: t.FullName(), InsertedRows: t.insertedRows.Load()})
+	}
+	s.mu.Unlock()
+	slices.SortFunc(st.Tables, func(a, b TableStats) int { return strings.Compare(a.Name, b.Name) })
 	return st
 }
 

@@ -1,0 +1,79 @@
+package clickhouse
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// InsertEvent describes one insert attempt, for tracing and metrics. It is
+// only valid during the observer's call.
+type InsertEvent struct {
+	// Table is the table the INSERT named (database.table): with routing
+	// shards, the local table of the Distributed one.
+	Table string
+	// Shard is the shard's name ("" for routing endpoint and distributed)
+	// and Replica the server the attempt went to.
+	Shard, Replica string
+	// Rows and Bytes are what the insert carried (Bytes: the encoded
+	// column data).
+	Rows, Bytes int
+	// Attempt counts attempts of this insert, from 1.
+	Attempt    int
+	Start, End time.Time
+	// Err is why the attempt failed, nil if it succeeded.
+	Err error
+
+	parts []*part
+}
+
+// Acks calls fn for every ack of the chunks whose rows the insert carried
+// (an ack of several chunks is given once per chunk), until fn returns
+// false.
+func (e *InsertEvent) Acks(fn func(Ack) bool) {
+	var last *Chunk
+	for _, p := range e.parts {
+		if p.chunk == last {
+			continue
+		}
+		last = p.chunk
+		for _, a := range p.chunk.Acks {
+			if !fn(a) {
+				return
+			}
+		}
+	}
+}
+
+// OnInsert sets a function told about every insert attempt, on the shard
+// worker's goroutine, after the attempt. Set it before Run.
+func (s *Sink) OnInsert(fn func(*InsertEvent)) { s.onInsert = fn }
+
+// TableStats are one table's counters.
+type TableStats struct {
+	// Name is database.table, as the pipeline named it (with routing
+	// shards, the Distributed table).
+	Name         string
+	InsertedRows int64
+}
+
+// Ping checks that the configured server answers a query within timeout.
+func (s *Sink) Ping(ctx context.Context, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if _, err := s.tr.query(ctx, s.endpoint, "SELECT toString(1)"); err != nil {
+		return fmt.Errorf("clickhouse %s: %w", s.endpoint.addr, err)
+	}
+	return nil
+}
+
+// Failing reports a shard whose last insert attempt failed, with the
+// error, or "" when every shard's last attempt succeeded.
+func (s *Sink) Failing() string {
+	for _, sh := range s.shardList() {
+		if msg := sh.failing.Load(); msg != nil {
+			return *msg
+		}
+	}
+	return ""
+}
