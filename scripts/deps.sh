@@ -2,6 +2,8 @@
 # deps.sh installs the real services sluice's integration tests run against:
 #   - ClickHouse (Debian's clickhouse-server / clickhouse-client packages)
 #   - the Apache Kafka 4.1.1 server jars (from Maven Central, via mvn) in a cache
+# and the C toolchain for guest modules written in C (guest-sdk/c): Debian's
+# clang-14, lld-14, wasi-libc and libclang-rt-14-dev-wasm32.
 # It is idempotent and returns quickly when everything is already present.
 set -euo pipefail
 
@@ -38,6 +40,21 @@ if command -v clickhouse-server >/dev/null 2>&1 && command -v clickhouse-client 
 else
 	apt_install clickhouse-server clickhouse-client
 	echo "clickhouse: installed"
+fi
+
+# --- clang for wasm32-wasi (guest-sdk/c, examples/log-normalize-c) --------------
+C_PKGS=(clang-14 lld-14 wasi-libc libclang-rt-14-dev-wasm32)
+c_missing=()
+for pkg in "${C_PKGS[@]}"; do
+	if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed"; then
+		c_missing+=("$pkg")
+	fi
+done
+if [ "${#c_missing[@]}" -eq 0 ]; then
+	echo "clang (wasm32-wasi): already installed"
+else
+	apt_install "${c_missing[@]}"
+	echo "clang (wasm32-wasi): installed ${c_missing[*]}"
 fi
 
 # --- Kafka jars ---------------------------------------------------------------

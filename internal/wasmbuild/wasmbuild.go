@@ -1,5 +1,6 @@
-// Package wasmbuild compiles standard-Go guest modules (GOOS=wasip1,
-// -buildmode=c-shared) for tests, benchmarks and the demo.
+// Package wasmbuild compiles guest modules for tests, benchmarks and the
+// demo: standard-Go modules (GOOS=wasip1, -buildmode=c-shared) and C modules
+// (clang, wasm32-wasi, with guest-sdk/c; natively too, for comparison).
 package wasmbuild
 
 import (

@@ -1,0 +1,245 @@
+/*
+ * sluice.h: the C SDK for sluice normalization modules (guest ABI version 1,
+ * guest-sdk/ABI.md). See README.md beside it.
+ *
+ * A module defines two functions, sluice_module_init and
+ * sluice_module_record, and links with sluice.c. The SDK owns the exports,
+ * the framing and the buffers; the module sees one record at a time and
+ * writes rows with the sluice_put_* functions.
+ *
+ * The same sources build natively (for tests and benchmarks): then
+ * sluice_run_init and sluice_run_transform take the payloads directly.
+ */
+#ifndef SLUICE_H
+#define SLUICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SLUICE_ABI_VERSION 1
+
+/* A byte string that aliases memory someone else owns. */
+typedef struct {
+	const uint8_t *ptr;
+	size_t len;
+} sluice_bytes;
+
+/* A column a module writes: its name and ClickHouse type as written in the
+ * table's schema, e.g. {"level", "LowCardinality(String)"}. */
+typedef struct {
+	const char *name;
+	const char *type;
+} sluice_column;
+
+/* A target table found and checked at init. index is its position in the
+ * init payload, the table index of its rows. */
+typedef struct {
+	const char *name;
+	uint16_t index;
+	uint32_t ncolumns;
+	const sluice_column *columns; /* the table's, as the host declared them */
+} sluice_table;
+
+/* The init payload, decoded. Valid during sluice_module_init only. */
+typedef struct sluice_config sluice_config;
+
+/* One Kafka record. Its byte strings alias the batch payload: valid until
+ * sluice_module_record returns. */
+typedef struct {
+	sluice_bytes topic;
+	int32_t partition;
+	int64_t offset;
+	int64_t timestamp; /* milliseconds since the Unix epoch */
+	sluice_bytes key;
+	sluice_bytes value;
+	uint32_t nheaders;
+	const uint8_t *headers; /* framed; read with sluice_record_header */
+} sluice_record;
+
+/* The output payload under construction. */
+typedef struct sluice_out {
+	uint8_t *buf;
+	size_t len, cap;
+	size_t row_start; /* offset of the open row's u32 length; 0: no row open */
+	uint32_t nrows;
+	int failed;       /* 0: no error; 1: message being built; 2: message done */
+	size_t err_start; /* the message is built at buf[err_start:err_start+err_len] */
+	size_t err_len;
+} sluice_out;
+
+/* ---- to be defined by the module ---------------------------------------- */
+
+/* Called once per instance, before any record. Look the tables up and check
+ * them with sluice_find_table and sluice_table_expect. Return 0 to accept the config; otherwise
+ * the message set with sluice_refuse (or by sluice_table_expect) refuses it. */
+int sluice_module_init(sluice_config *cfg);
+
+/* Called once per record. Write zero or more rows (zero filters the record
+ * out) and return 0, or return sluice_fail(out, ...) to dead-letter the
+ * record with a message; any rows written for it are then dropped. */
+int sluice_module_record(const sluice_record *rec, sluice_out *out);
+
+/* ---- init ---------------------------------------------------------------- */
+
+/* The module parameter key, or 0 when the pipeline does not set it. */
+int sluice_param(const sluice_config *cfg, const char *key, sluice_bytes *value);
+
+/* Finds the target table called name and fills *t. Returns 0, or -1 with
+ * the refusal message set (naming the tables the pipeline has). */
+int sluice_find_table(sluice_config *cfg, const char *name, sluice_table *t);
+
+/* Checks that table t has exactly the columns cols[0..n), names and types,
+ * in this order (types compared as written, ignoring white space outside
+ * quotes: String and LowCardinality(String) differ). Returns 0, or -1 with
+ * the refusal message set, listing every difference. */
+int sluice_table_expect(sluice_config *cfg, const sluice_table *t, const sluice_column *cols, size_t n);
+
+/* Sets the refusal message (copied); returns -1, for `return sluice_refuse(…)`.
+ * sluice_refuse_context puts prefix before the message already set (as
+ * "prefix: message"), to add context to sluice_table_expect's. */
+int sluice_refuse(sluice_config *cfg, const char *msg);
+int sluice_refuse_context(sluice_config *cfg, const char *prefix);
+
+/* ---- records ------------------------------------------------------------- */
+
+/* The value of the record's first header called key, or 0 when none. */
+int sluice_record_header(const sluice_record *rec, const char *key, sluice_bytes *value);
+
+/* ---- the row writer ------------------------------------------------------ */
+
+/* Rows are ClickHouse RowBinary: one value per column, in the order the
+ * table declared at init. The SDK does not check each value's type against
+ * its column (the check is once, at init, by sluice_table_expect); the host
+ * decodes every row against the table's types and fails the record of a row
+ * that does not match. */
+
+void sluice__grow(sluice_out *o, size_t n);
+
+/* sluice_reserve makes room for n more bytes and returns where they go. */
+static inline uint8_t *sluice_reserve(sluice_out *o, size_t n) {
+	if (__builtin_expect(o->cap - o->len < n, 0))
+		sluice__grow(o, n);
+	return o->buf + o->len;
+}
+
+/* Starts a row of table t. */
+void sluice_row_begin(sluice_out *o, const sluice_table *t);
+/* Ends the row. Returns 0, or -1 (and fails the record) when no row is open. */
+int sluice_row_end(sluice_out *o);
+
+#define SLUICE__PUT(name, type)                                          \
+	static inline void sluice_put_##name(sluice_out *o, type v) {        \
+		memcpy(sluice_reserve(o, sizeof v), &v, sizeof v);               \
+		o->len += sizeof v;                                              \
+	}
+/* Little-endian hosts only: wasm32, x86-64, arm64. */
+SLUICE__PUT(u8, uint8_t)
+SLUICE__PUT(u16, uint16_t)
+SLUICE__PUT(u32, uint32_t)
+SLUICE__PUT(u64, uint64_t)
+SLUICE__PUT(i8, int8_t)
+SLUICE__PUT(i16, int16_t)
+SLUICE__PUT(i32, int32_t)
+SLUICE__PUT(i64, int64_t)
+SLUICE__PUT(f32, float)
+SLUICE__PUT(f64, double)
+#undef SLUICE__PUT
+
+/* Bool, Date (days since the epoch), DateTime (seconds since the epoch),
+ * Enum8 and Enum16 (the value's number). */
+static inline void sluice_put_bool(sluice_out *o, int v) { sluice_put_u8(o, v != 0); }
+static inline void sluice_put_date(sluice_out *o, uint16_t days) { sluice_put_u16(o, days); }
+static inline void sluice_put_datetime(sluice_out *o, uint32_t secs) { sluice_put_u32(o, secs); }
+static inline void sluice_put_enum8(sluice_out *o, int8_t v) { sluice_put_i8(o, v); }
+static inline void sluice_put_enum16(sluice_out *o, int16_t v) { sluice_put_i16(o, v); }
+
+/* A LEB128 length or count. */
+static inline void sluice_put_uvarint(sluice_out *o, uint64_t v) {
+	uint8_t *p = sluice_reserve(o, 10), *p0 = p;
+	while (v >= 0x80) {
+		*p++ = (uint8_t)v | 0x80;
+		v >>= 7;
+	}
+	*p++ = (uint8_t)v;
+	o->len += (size_t)(p - p0);
+}
+
+/* String (and LowCardinality(String)): a LEB128 length and the bytes. */
+static inline void sluice_put_string(sluice_out *o, const void *p, size_t n) {
+	uint8_t *d = sluice_reserve(o, n + 10), *d0 = d;
+	uint64_t v = n;
+	while (v >= 0x80) {
+		*d++ = (uint8_t)v | 0x80;
+		v >>= 7;
+	}
+	*d++ = (uint8_t)v;
+	memcpy(d, p, n);
+	o->len += (size_t)(d - d0) + n;
+}
+static inline void sluice_put_bytes(sluice_out *o, sluice_bytes b) { sluice_put_string(o, b.ptr, b.len); }
+static inline void sluice_put_cstr(sluice_out *o, const char *s) { sluice_put_string(o, s, strlen(s)); }
+
+/* FixedString(N): exactly n bytes. */
+static inline void sluice_put_fixed(sluice_out *o, const void *p, size_t n) {
+	memcpy(sluice_reserve(o, n), p, n);
+	o->len += n;
+}
+
+/* Array(T): the element count, then that many T values. */
+static inline void sluice_put_array(sluice_out *o, size_t count) { sluice_put_uvarint(o, count); }
+
+/* Nullable(T): sluice_put_null, or sluice_put_not_null followed by a T. */
+static inline void sluice_put_null(sluice_out *o) { sluice_put_u8(o, 1); }
+static inline void sluice_put_not_null(sluice_out *o) { sluice_put_u8(o, 0); }
+
+/* UUID from its two halves (hi: the first 16 hex digits of the text form). */
+static inline void sluice_put_uuid(sluice_out *o, uint64_t hi, uint64_t lo) {
+	sluice_put_u64(o, hi);
+	sluice_put_u64(o, lo);
+}
+/* IPv4 from its four octets a.b.c.d; IPv6 from its 16 bytes, network order. */
+static inline void sluice_put_ipv4(sluice_out *o, uint8_t a, uint8_t b, uint8_t c, uint8_t d) {
+	sluice_put_u32(o, (uint32_t)a << 24 | (uint32_t)b << 16 | (uint32_t)c << 8 | d);
+}
+static inline void sluice_put_ipv6(sluice_out *o, const uint8_t addr[16]) { sluice_put_fixed(o, addr, 16); }
+
+/* ---- record errors ------------------------------------------------------- */
+
+/* Fails the record with the message (copied; the first failure wins) and
+ * returns -1, for `return sluice_fail(out, "…")`. */
+int sluice_fail(sluice_out *o, const char *msg);
+int sluice_fail_bytes(sluice_out *o, const void *msg, size_t n);
+/* Fails the record with a message built by appending pieces: start with
+ * sluice_fail_begin, append, then return sluice_fail_end. */
+void sluice_fail_begin(sluice_out *o);
+void sluice_fail_append(sluice_out *o, const void *p, size_t n);
+int sluice_fail_end(sluice_out *o);
+
+/* ---- logging ------------------------------------------------------------- */
+
+enum { SLUICE_DEBUG = 0, SLUICE_INFO = 1, SLUICE_WARN = 2, SLUICE_ERROR = 3 };
+
+/* Sends a log line to the host, which tags and rate-limits it. Natively it
+ * goes to standard error. */
+void sluice_log(int level, const char *msg, size_t n);
+
+/* ---- native driving (tests and benchmarks) ------------------------------- */
+
+/* What the exports do, for a native build: sluice_run_init returns NULL
+ * when the module accepts the init payload, else the refusal (valid until
+ * the next call); sluice_run_transform returns the output payload for a
+ * batch payload and its length (valid until the next call). */
+#define SLUICE__VISIBLE __attribute__((visibility("default")))
+SLUICE__VISIBLE const char *sluice_run_init(const uint8_t *payload, size_t n, size_t *msg_len);
+SLUICE__VISIBLE const uint8_t *sluice_run_transform(const uint8_t *payload, size_t n, size_t *out_len);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SLUICE_H */
