@@ -29,10 +29,18 @@ type Config struct {
 	// ShutdownTimeout bounds the drain on SIGTERM: flush, insert, commit.
 	// Default 30s.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	// Tenants, when given, replace module and kafka.topics: each tenant's
+	// pipelines name their topics, allowed tables and module (see
+	// docs/tenancy.md).
+	Tenants []TenantConfig `yaml:"tenants"`
+	// Admin is the module admin API and store, for tenants.
+	Admin AdminConfig `yaml:"admin"`
+	// topicsFromTenants: Validate derived kafka.topics from the tenants.
+	topicsFromTenants bool
 	// MemoryLimit is the Go runtime's soft memory limit in bytes, which
 	// makes the garbage collector work harder as the process nears it.
-	// Default: GOMEMLIMIT when set, else 2 × kafka.max_inflight_bytes +
-	// 256 MiB. -1 disables it.
+	// Default: GOMEMLIMIT when set, else 2 × kafka.max_inflight_bytes (with
+	// tenants: the sum of the pipelines' budgets) + 256 MiB. -1 disables it.
 	MemoryLimit int64 `yaml:"memory_limit"`
 }
 
@@ -144,6 +152,36 @@ type ModuleLimits struct {
 	MaxRecordBytes int `yaml:"max_record_bytes"`
 }
 
+func (l ModuleLimits) validate(key string) error {
+	if l.Deadline < 0 || l.MaxRowsPerRecord < 0 || l.MaxOutputBytes < 0 || l.MaxRecordBytes < 0 {
+		return fmt.Errorf("%s: deadline, max_rows_per_record, max_output_bytes and max_record_bytes must be positive", key)
+	}
+	if v := l.MemoryBytes; v != 0 && (v < 64<<10 || v > 4<<30) {
+		return fmt.Errorf("%s.memory_bytes: %d is not between 64 KiB and 4 GiB", key, v)
+	}
+	return nil
+}
+
+// or returns l with its unset fields taken from d.
+func (l ModuleLimits) or(d ModuleLimits) ModuleLimits {
+	if l.MemoryBytes == 0 {
+		l.MemoryBytes = d.MemoryBytes
+	}
+	if l.Deadline == 0 {
+		l.Deadline = d.Deadline
+	}
+	if l.MaxRowsPerRecord == 0 {
+		l.MaxRowsPerRecord = d.MaxRowsPerRecord
+	}
+	if l.MaxOutputBytes == 0 {
+		l.MaxOutputBytes = d.MaxOutputBytes
+	}
+	if l.MaxRecordBytes == 0 {
+		l.MaxRecordBytes = d.MaxRecordBytes
+	}
+	return l
+}
+
 func (l ModuleLimits) wasmhost() wasmhost.Limits {
 	return wasmhost.Limits{
 		MemoryBytes: l.MemoryBytes, Deadline: l.Deadline, MaxRowsPerRecord: l.MaxRowsPerRecord,
@@ -200,6 +238,13 @@ func (c *Config) Validate() error {
 	if k.Group == "" {
 		return fmt.Errorf("kafka.group is required")
 	}
+	if len(c.Tenants) > 0 {
+		if err := c.validateTenants(); err != nil {
+			return err
+		}
+	} else if err := c.Admin.validate(false); err != nil {
+		return err
+	}
 	if len(k.Topics) == 0 {
 		return fmt.Errorf("kafka.topics is required")
 	}
@@ -247,23 +292,22 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("kafka: commit_interval, connect_timeout, revoke_timeout and max_poll_records must be positive")
 	}
 	m := &c.Module
-	if m.Path == "" {
-		return fmt.Errorf("module.path is required")
+	if len(c.Tenants) == 0 {
+		if m.Path == "" {
+			return fmt.Errorf("module.path is required")
+		}
+		if m.Name == "" {
+			m.Name = strings.TrimSuffix(filepath.Base(m.Path), ".wasm")
+		}
+		if len(m.Tables) == 0 {
+			return fmt.Errorf("module.tables is required")
+		}
+		if len(m.Tables) > 65535 {
+			return fmt.Errorf("module.tables: at most 65535 tables")
+		}
 	}
-	if m.Name == "" {
-		m.Name = strings.TrimSuffix(filepath.Base(m.Path), ".wasm")
-	}
-	if len(m.Tables) == 0 {
-		return fmt.Errorf("module.tables is required")
-	}
-	if len(m.Tables) > 65535 {
-		return fmt.Errorf("module.tables: at most 65535 tables")
-	}
-	if l := m.Limits; l.Deadline < 0 || l.MaxRowsPerRecord < 0 || l.MaxOutputBytes < 0 || l.MaxRecordBytes < 0 {
-		return fmt.Errorf("module.limits: deadline, max_rows_per_record, max_output_bytes and max_record_bytes must be positive")
-	}
-	if l := m.Limits.MemoryBytes; l != 0 && (l < 64<<10 || l > 4<<30) {
-		return fmt.Errorf("module.limits.memory_bytes: %d is not between 64 KiB and 4 GiB", l)
+	if err := m.Limits.validate("module.limits"); err != nil {
+		return err
 	}
 	if m.MaxBatchRecords == 0 {
 		m.MaxBatchRecords = 1000
@@ -295,7 +339,7 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if c.MemoryLimit == 0 {
-		c.MemoryLimit = 2*k.MaxInflightBytes + 256<<20
+		c.MemoryLimit = 2*c.inflightBudget() + 256<<20
 	}
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = 30 * time.Second

@@ -1,10 +1,8 @@
 package engine
 
 import (
-	"context"
 	"sync"
 	"sync/atomic"
-	"time"
 )
 
 // flowControl keeps the bytes between poll and commit under a budget: it
@@ -58,19 +56,4 @@ func (f *flowControl) isPaused() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.paused
-}
-
-// run re-checks the state every interval until ctx ends; the poll loop also
-// checks after every poll.
-func (f *flowControl) run(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			f.check()
-		}
-	}
 }

@@ -75,6 +75,12 @@ var (
 	descQueueDepth   = prometheus.NewDesc("sluice_sink_queue_depth", "Sealed chunks waiting for a shard worker, over all shards.", nil, nil)
 	descShardQueue   = prometheus.NewDesc("sluice_sink_shard_queue_depth", "Chunk parts waiting in one shard's queue.", []string{"shard"}, nil)
 	descShardFailing = prometheus.NewDesc("sluice_sink_shard_failing", "1 while a shard's last insert attempt failed.", []string{"shard"}, nil)
+	descVersionIn    = prometheus.NewDesc("sluice_module_records_in_total", "Records a module version transformed.", []string{"module", "tenant", "pipeline", "sha256"}, nil)
+	descVersionRows  = prometheus.NewDesc("sluice_module_rows_out_total", "Rows a module version produced.", []string{"module", "tenant", "pipeline", "sha256"}, nil)
+	descVersionLive  = prometheus.NewDesc("sluice_module_active", "1 for the module version a pipeline runs now, 0 for versions it ran before.", []string{"module", "tenant", "pipeline", "sha256"}, nil)
+	descFailures     = prometheus.NewDesc("sluice_module_failures_total", "Module instance failures by cause: a limit (deadline, memory, output_rows, output_bytes) or trap (a trap, proc_exit or malformed output).", []string{"module", "tenant", "pipeline", "cause"}, nil)
+	descRouteInfl    = prometheus.NewDesc("sluice_pipeline_inflight_bytes", "Estimated memory held by a pipeline's records between poll and commit.", []string{"module", "tenant", "pipeline"}, nil)
+	descRoutePaused  = prometheus.NewDesc("sluice_pipeline_fetch_paused", "1 while a pipeline's topics are paused for its in-flight budget or a full sink queue.", []string{"module", "tenant", "pipeline"}, nil)
 	descTableRows    = prometheus.NewDesc("sluice_table_rows_inserted_total", "Rows inserted into ClickHouse, per table.", []string{"table"}, nil)
 	descRowsInserted = prometheus.NewDesc("sluice_rows_inserted_total", "Rows inserted into ClickHouse.", nil, nil)
 	descInserts      = prometheus.NewDesc("sluice_inserts_total", "INSERT statements that succeeded.", nil, nil)
@@ -85,7 +91,7 @@ var (
 type collector struct{ p *Pipeline }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRecordsIn, descErrored, descShardQueue, descShardFailing, descTableRows, descRowsOut, descDeadLettered, descTraps, descInstances,
+	for _, d := range []*prometheus.Desc{descVersionIn, descVersionRows, descVersionLive, descFailures, descRouteInfl, descRoutePaused, descRecordsIn, descErrored, descShardQueue, descShardFailing, descTableRows, descRowsOut, descDeadLettered, descTraps, descInstances,
 		descInflight, descBudget, descPauses, descResumes, descPaused, descLag, descQueueDepth,
 		descRowsInserted, descInserts, descInsertErrors} {
 		ch <- d
@@ -108,7 +114,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descTraps, st.Traps)
 	counter(descInstances, st.Instances)
 	gauge(descInflight, st.InflightBytes)
-	gauge(descBudget, p.cfg.Kafka.MaxInflightBytes)
+	gauge(descBudget, p.sumFlow(func(f *flowControl) int64 { return f.high }))
 	counter(descPauses, st.Pauses)
 	counter(descResumes, st.Resumes)
 	p.pausedMu.Lock()
@@ -129,6 +135,30 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			failing = 1
 		}
 		gauge(descShardFailing, failing, name)
+	}
+	for _, r := range p.routes {
+		cur := r.cur.Load()
+		for _, mv := range r.allVersions() {
+			labels := []string{r.name, r.tenant, r.pipeline, mv.module.SHA256}
+			ch <- prometheus.MustNewConstMetric(descVersionIn, prometheus.CounterValue, float64(mv.recordsIn.Load()), labels...)
+			ch <- prometheus.MustNewConstMetric(descVersionRows, prometheus.CounterValue, float64(mv.rowsOut.Load()), labels...)
+			live := 0.0
+			if mv == cur {
+				live = 1
+			}
+			ch <- prometheus.MustNewConstMetric(descVersionLive, prometheus.GaugeValue, live, labels...)
+		}
+		r.mu.Lock()
+		for cause, n := range r.failures {
+			ch <- prometheus.MustNewConstMetric(descFailures, prometheus.CounterValue, float64(n), r.name, r.tenant, r.pipeline, cause)
+		}
+		r.mu.Unlock()
+		gauge(descRouteInfl, r.flow.inflight.Load(), r.name, r.tenant, r.pipeline)
+		paused := int64(0)
+		if r.flow.isPaused() {
+			paused = 1
+		}
+		gauge(descRoutePaused, paused, r.name, r.tenant, r.pipeline)
 	}
 	for _, t := range st.Sink.Tables {
 		ch <- prometheus.MustNewConstMetric(descTableRows, prometheus.CounterValue, float64(t.InsertedRows), t.Name)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime/debug"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,23 +19,23 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/sluicehq/sluice/engine/tenancy"
 	"github.com/sluicehq/sluice/sinks/clickhouse"
 	"github.com/sluicehq/sluice/wasmhost"
 )
 
 // Pipeline is one configured Kafka → module → ClickHouse pipeline.
 type Pipeline struct {
-	cfg    Config
-	log    *slog.Logger
-	rt     *wasmhost.Runtime
-	module *wasmhost.Module
-	init   wasmhost.InitConfig
-	tables []*clickhouse.Table
-	sink   *clickhouse.Sink
-	client *kgo.Client
-	dlq    *deadLetter
-	flow   *flowControl
-	stats  stats
+	cfg     Config
+	log     *slog.Logger
+	rt      *wasmhost.Runtime
+	routes  []*route
+	byTopic map[string]*route
+	store   *tenancy.Store // nil without tenants
+	sink    *clickhouse.Sink
+	client  *kgo.Client
+	dlq     *deadLetter
+	stats   stats
 
 	tracer  trace.Tracer
 	metrics *metrics
@@ -90,6 +91,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) (*Pi
 		workers: map[topicPartition]*partitionWorker{},
 		acks:    map[topicPartition]*partitionAcks{},
 		paused:  map[topicPartition]bool{},
+		byTopic: map[string]*route{},
 		failed:  make(chan struct{}),
 		tracer:  o.tracerProvider.Tracer(tracerName),
 		metrics: newMetrics(),
@@ -105,32 +107,41 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) (*Pi
 		}
 	}()
 
-	// Cheap checks first, then the servers, then the module compile (which
-	// takes a while for a large module on a cold cache).
-	wasm, err := os.ReadFile(cfg.Module.Path)
-	if err != nil {
-		return nil, fmt.Errorf("module.path: %w", err)
-	}
-	if !wasmhost.IsWasm(wasm) {
-		return nil, fmt.Errorf("module.path %s: not a WebAssembly binary", cfg.Module.Path)
+	// Cheap checks first, then ClickHouse, the modules (a large module
+	// compiles for a while on a cold cache), then Kafka.
+	if len(cfg.Tenants) == 0 {
+		wasm, err := os.ReadFile(cfg.Module.Path)
+		if err != nil {
+			return nil, fmt.Errorf("module.path: %w", err)
+		}
+		if !wasmhost.IsWasm(wasm) {
+			return nil, fmt.Errorf("module.path %s: not a WebAssembly binary", cfg.Module.Path)
+		}
+	} else {
+		var err error
+		if p.store, err = tenancy.OpenStore(cfg.Admin.StoreDir); err != nil {
+			return nil, fmt.Errorf("admin.store_dir: %w", err)
+		}
 	}
 
+	var err error
 	if p.sink, err = clickhouse.New(ctx, cfg.ClickHouse, log); err != nil {
 		return nil, err
 	}
 	p.sink.OnInsert(p.observeInsert)
-	p.init.Params = cfg.Module.Params
-	for _, name := range cfg.Module.Tables {
-		t, err := p.sink.Table(ctx, name)
-		if err != nil {
-			return nil, fmt.Errorf("module.tables: %w", err)
-		}
-		p.tables = append(p.tables, t)
-		ts := wasmhost.TableSchema{Name: name}
-		for _, c := range t.Insert {
-			ts.Columns = append(ts.Columns, wasmhost.ColumnSchema{Name: c.Name, Type: c.Type})
-		}
-		p.init.Tables = append(p.init.Tables, ts)
+	if err := p.buildRoutes(ctx); err != nil {
+		return nil, err
+	}
+	cacheDir := cfg.Module.CacheDir
+	if cacheDir == "off" {
+		cacheDir = ""
+	}
+	if p.rt, err = wasmhost.NewRuntime(ctx, wasmhost.Config{CacheDir: cacheDir, Logger: log}); err != nil {
+		return nil, err
+	}
+	// A module that refuses its tables fails startup, not the first batch.
+	if err := p.loadModules(ctx); err != nil {
+		return nil, err
 	}
 	if p.client, err = p.newClient(); err != nil {
 		return nil, err
@@ -144,36 +155,6 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) (*Pi
 	if p.dlq, err = newDeadLetter(cfg); err != nil {
 		return nil, err
 	}
-	topics := cfg.Kafka.Topics
-	p.flow = &flowControl{
-		high:      cfg.Kafka.MaxInflightBytes,
-		low:       cfg.Kafka.MaxInflightBytes / 2,
-		queueFull: p.sink.QueueFull,
-		pause: func() {
-			p.client.PauseFetchTopics(topics...)
-			p.log.Debug("fetching paused", "inflight_bytes", p.flow.inflight.Load(), "queue_depth", p.sink.QueueDepth())
-		},
-		resume: func() {
-			p.client.ResumeFetchTopics(topics...)
-			p.log.Debug("fetching resumed", "inflight_bytes", p.flow.inflight.Load())
-		},
-	}
-	cacheDir := cfg.Module.CacheDir
-	if cacheDir == "off" {
-		cacheDir = ""
-	}
-	if p.rt, err = wasmhost.NewRuntime(ctx, wasmhost.Config{CacheDir: cacheDir, Logger: log}); err != nil {
-		return nil, err
-	}
-	if p.module, err = p.rt.LoadWithLimits(ctx, cfg.Module.Name, wasm, cfg.Module.Limits.wasmhost()); err != nil {
-		return nil, fmt.Errorf("module.path %s: %w", cfg.Module.Path, err)
-	}
-	// A module that refuses the tables fails startup, not the first batch.
-	inst, err := p.module.Instantiate(ctx, p.init)
-	if err != nil {
-		return nil, err
-	}
-	_ = inst.Close(ctx)
 
 	ok = true
 	return p, nil
@@ -189,7 +170,7 @@ func (p *Pipeline) newClient() (*kgo.Client, error) {
 		kgo.SeedBrokers(k.Brokers...),
 		kgo.ClientID(k.ClientID),
 		kgo.ConsumerGroup(k.Group),
-		kgo.ConsumeTopics(k.Topics...),
+		kgo.ConsumeTopics(p.activeTopics()...),
 		kgo.ConsumeResetOffset(start),
 		kgo.DisableAutoCommit(),
 		kgo.Balancers(kgo.CooperativeStickyBalancer()),
@@ -246,7 +227,8 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	flowDone := make(chan struct{})
 	go func() {
 		defer close(flowDone)
-		p.flow.run(pollCtx, 10*time.Millisecond)
+		// The poll loop also checks after every poll.
+		every(pollCtx, 10*time.Millisecond, p.checkFlow)
 	}()
 
 	var runErr error
@@ -343,7 +325,7 @@ func (p *Pipeline) pollLoop(ctx context.Context) {
 			ack.span = span.SpanContext()
 			w.submit(polledBatch{recs: fp.Records, ack: ack, ctx: spanCtx, span: span})
 		})
-		p.flow.check()
+		p.checkFlow()
 		p.client.AllowRebalance()
 	}
 }
@@ -368,7 +350,7 @@ func (p *Pipeline) worker(tp topicPartition) *partitionWorker {
 	if w, ok := p.workers[tp]; ok {
 		return w
 	}
-	acks := &partitionAcks{topic: tp.topic, partition: tp.partition, budget: p.flow}
+	acks := &partitionAcks{topic: tp.topic, partition: tp.partition, budget: p.byTopic[tp.topic].flow}
 	p.acks[tp] = acks
 	w := newPartitionWorker(p, tp, acks)
 	p.workers[tp] = w
@@ -405,16 +387,23 @@ func (p *Pipeline) stopWorkers(ctx context.Context, tps []topicPartition) {
 
 // commitLoop commits acknowledged offsets every CommitInterval.
 func (p *Pipeline) commitLoop(ctx context.Context) {
-	t := time.NewTicker(p.cfg.Kafka.CommitInterval)
+	every(ctx, p.cfg.Kafka.CommitInterval, func() {
+		if err := p.commitSync(ctx, nil); err != nil && ctx.Err() == nil {
+			p.log.Warn("offset commit failed; will retry", "err", err)
+		}
+	})
+}
+
+// every calls fn every interval until ctx ends.
+func every(ctx context.Context, interval time.Duration, fn func()) {
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if err := p.commitSync(ctx, nil); err != nil && ctx.Err() == nil {
-				p.log.Warn("offset commit failed; will retry", "err", err)
-			}
+			fn()
 		}
 	}
 }
@@ -558,10 +547,10 @@ func (p *Pipeline) modulePaused() string {
 	}
 	var tps []string
 	for tp := range p.paused {
-		tps = append(tps, tp.String())
+		tps = append(tps, fmt.Sprintf("%s (module %s)", tp, p.byTopic[tp.topic]))
 	}
 	sort.Strings(tps)
-	return fmt.Sprintf("module %s paused on %v after repeated failures", p.module.Name, tps)
+	return fmt.Sprintf("paused after repeated module failures: %s", strings.Join(tps, ", "))
 }
 
 // pingCache runs a reachability check at most once per second; callers in
@@ -602,9 +591,28 @@ func (p *Pipeline) Stats() Stats {
 		RecordsIn: p.stats.recordsIn.Load(), RowsOut: p.stats.rowsOut.Load(),
 		RecordsErrored: p.stats.recordsErrored.Load(),
 		DeadLettered:   p.stats.deadLettered.Load(), Traps: p.stats.traps.Load(),
-		Instances:     p.stats.instances.Load(),
-		InflightBytes: p.flow.inflight.Load(), PeakInflightBytes: p.flow.peak.Load(),
-		Pauses: p.flow.pauses.Load(), Resumes: p.flow.resumes.Load(),
-		Sink: p.sink.Stats(),
+		Instances:         p.stats.instances.Load(),
+		InflightBytes:     p.sumFlow(func(f *flowControl) int64 { return f.inflight.Load() }),
+		PeakInflightBytes: p.sumFlow(func(f *flowControl) int64 { return f.peak.Load() }),
+		Pauses:            p.sumFlow(func(f *flowControl) int64 { return f.pauses.Load() }),
+		Resumes:           p.sumFlow(func(f *flowControl) int64 { return f.resumes.Load() }),
+		Sink:              p.sink.Stats(),
 	}
+}
+
+// checkFlow pauses or resumes each route's topics as its budget demands.
+func (p *Pipeline) checkFlow() {
+	for _, r := range p.routes {
+		r.flow.check()
+	}
+}
+
+// sumFlow adds up a flow control figure over the routes. A sum of peaks
+// bounds the peak of the sum.
+func (p *Pipeline) sumFlow(f func(*flowControl) int64) int64 {
+	var n int64
+	for _, r := range p.routes {
+		n += f(r.flow)
+	}
+	return n
 }

@@ -42,6 +42,8 @@ var (
 	attrLastOffset      = attribute.Key("sluice.kafka.offset.last")
 	attrModule          = attribute.Key("sluice.module.name")
 	attrModuleSHA       = attribute.Key("sluice.module.sha256")
+	attrTenant          = attribute.Key("sluice.tenant")
+	attrPipeline        = attribute.Key("sluice.pipeline")
 	attrRecordsIn       = attribute.Key("sluice.records.in")
 	attrRowsOut         = attribute.Key("sluice.rows.out")
 	attrErrored         = attribute.Key("sluice.records.errored")
@@ -198,4 +200,15 @@ func (p *Pipeline) observeInsert(e *clickhouse.InsertEvent) {
 		span.SetStatus(codes.Error, "insert failed")
 	}
 	span.End(trace.WithTimestamp(e.End))
+}
+
+// moduleAttrs are the transform span's attributes naming the module
+// version, and with tenants the tenant and pipeline.
+func (w *partitionWorker) moduleAttrs() []attribute.KeyValue {
+	m := w.mv.module
+	attrs := []attribute.KeyValue{attrModule.String(m.Name), attrModuleSHA.String(m.SHA256)}
+	if w.route.tenant != "" {
+		attrs = append(attrs, attrTenant.String(w.route.tenant), attrPipeline.String(w.route.pipeline))
+	}
+	return attrs
 }

@@ -28,9 +28,13 @@ type polledBatch struct {
 // The poll loop hands it batches without ever waiting: the queue is bounded
 // by the in-flight byte budget, not by its length.
 type partitionWorker struct {
-	p    *Pipeline
-	tp   topicPartition
-	acks *partitionAcks
+	p     *Pipeline
+	tp    topicPartition
+	acks  *partitionAcks
+	route *route
+	// mv is the module version the worker's instance runs; the worker
+	// changes to the route's current version between batches.
+	mv *moduleVersion
 
 	mu      sync.Mutex
 	queue   []polledBatch
@@ -53,9 +57,10 @@ type partitionWorker struct {
 }
 
 func newPartitionWorker(p *Pipeline, tp topicPartition, acks *partitionAcks) *partitionWorker {
-	n := len(p.tables)
+	r := p.byTopic[tp.topic]
+	n := len(r.tables)
 	w := &partitionWorker{
-		p: p, tp: tp, acks: acks,
+		p: p, tp: tp, acks: acks, route: r,
 		wake:     make(chan struct{}, 1),
 		quit:     make(chan struct{}),
 		stopped:  make(chan struct{}),
@@ -65,7 +70,7 @@ func newPartitionWorker(p *Pipeline, tp topicPartition, acks *partitionAcks) *pa
 		marks:    make([]int, n),
 	}
 	w.batch.Topic, w.batch.Partition = tp.topic, tp.partition
-	for i, t := range p.tables {
+	for i, t := range r.tables {
 		w.blocks[i] = p.sink.NewBlock(t)
 	}
 	return w
@@ -153,7 +158,11 @@ func (w *partitionWorker) process(ctx context.Context, b polledBatch) error {
 	defer b.ack.Done()
 	defer b.span.End()
 	w.spanCtx = b.ctx
+	if err := w.pickVersion(); err != nil {
+		return err
+	}
 	w.p.stats.recordsIn.Add(int64(len(b.recs)))
+	w.mv.recordsIn.Add(int64(len(b.recs)))
 	maxRecs, maxBytes := w.p.cfg.Module.MaxBatchRecords, int64(w.p.cfg.Module.MaxBatchBytes)
 	for recs := b.recs; len(recs) > 0; {
 		n, bytes := 0, int64(0)
@@ -207,13 +216,14 @@ func (w *partitionWorker) transform(ctx context.Context, recs []*kgo.Record, ack
 	if err != nil {
 		span.RecordError(err)
 		span.SetStatus(codes.Error, "instance failed")
-		span.SetAttributes(attrModule.String(w.p.module.Name), attrModuleSHA.String(w.p.module.SHA256),
-			attrRecordsIn.Int(len(recs)))
+		span.SetAttributes(w.moduleAttrs()...)
+		span.SetAttributes(attrRecordsIn.Int(len(recs)))
 		span.End()
 		var trap *wasmhost.TrapError
 		if !errors.As(err, &trap) {
 			return fmt.Errorf("partition %s offsets %d-%d: %w", w.tp, recs[0].Offset, recs[len(recs)-1].Offset, err)
 		}
+		w.route.failed(trap)
 		if err := w.instanceFailed(ctx, err); err != nil {
 			return err
 		}
@@ -228,8 +238,8 @@ func (w *partitionWorker) transform(ctx context.Context, recs []*kgo.Record, ack
 	}
 	rows, errored := 0, 0
 	defer func() {
-		span.SetAttributes(attrModule.String(w.p.module.Name), attrModuleSHA.String(w.p.module.SHA256),
-			attrRecordsIn.Int(len(recs)), attrRowsOut.Int(rows), attrErrored.Int(errored))
+		span.SetAttributes(w.moduleAttrs()...)
+		span.SetAttributes(attrRecordsIn.Int(len(recs)), attrRowsOut.Int(rows), attrErrored.Int(errored))
 		span.End()
 	}()
 	for i := 0; ; i++ {
@@ -254,6 +264,30 @@ func (w *partitionWorker) transform(ctx context.Context, recs []*kgo.Record, ack
 		rows += res.Rows()
 	}
 	w.p.stats.rowsOut.Add(int64(rows))
+	w.mv.rowsOut.Add(int64(rows))
+	return nil
+}
+
+// pickVersion changes the worker over to the route's current module
+// version, if it changed, between two batches.
+func (w *partitionWorker) pickVersion() error {
+	cur := w.route.cur.Load()
+	if cur == nil {
+		return fmt.Errorf("partition %s: route %s has no module", w.tp, w.route)
+	}
+	if cur == w.mv {
+		return nil
+	}
+	if w.inst != nil {
+		_ = w.inst.Close(context.Background())
+		w.inst = nil
+	}
+	if w.mv != nil {
+		w.p.log.Info("partition changed module version", "partition", w.tp.String(), "route", w.route.String(),
+			"from", w.mv.module.SHA256, "to", cur.module.SHA256)
+	}
+	w.mv = cur
+	w.traps = w.traps[:0]
 	return nil
 }
 
@@ -261,7 +295,7 @@ func (w *partitionWorker) ensureInstance(ctx context.Context) error {
 	if w.inst != nil {
 		return nil
 	}
-	inst, err := w.p.module.Instantiate(ctx, w.p.init)
+	inst, err := w.mv.module.Instantiate(ctx, w.route.init)
 	if err != nil {
 		return fmt.Errorf("partition %s: %w", w.tp, err)
 	}
@@ -281,11 +315,11 @@ func (w *partitionWorker) instanceFailed(ctx context.Context, cause error) error
 	for len(w.traps) > 0 && now.Sub(w.traps[0]) > time.Minute {
 		w.traps = w.traps[1:]
 	}
-	if len(w.traps) <= w.p.cfg.Module.MaxTrapsPerMinute {
+	if len(w.traps) <= w.route.maxTraps {
 		return nil
 	}
-	cool := w.p.cfg.Module.TrapCooldown
-	w.p.log.Error("module keeps failing; pausing its partition", "module", w.p.module.Name,
+	cool := w.route.trapCooldown
+	w.p.log.Error("module keeps failing; pausing its partition", "module", w.route.String(), "sha256", w.mv.module.SHA256,
 		"partition", w.tp.String(), "failures_last_minute", len(w.traps), "cooldown", cool, "last_error", cause)
 	w.p.setModulePaused(w.tp, true)
 	defer w.p.setModulePaused(w.tp, false)
@@ -305,7 +339,7 @@ func (w *partitionWorker) instanceFailed(ctx context.Context, cause error) error
 // deadLetter sends r to the dead-letter topic; without one, the failure
 // stops the pipeline and names the record.
 func (w *partitionWorker) deadLetter(ctx context.Context, r *kgo.Record, ack *batchAck, cause string) error {
-	m := w.p.module
+	m := w.mv.module
 	w.p.stats.recordsErrored.Add(1)
 	if w.p.dlq == nil {
 		return &RecordError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Module: m.Name,
@@ -367,7 +401,7 @@ func (w *partitionWorker) rollback() {
 func (w *partitionWorker) seal(ctx context.Context, i int) error {
 	chunk := &clickhouse.Chunk{Block: w.blocks[i], Acks: w.holders[i]}
 	w.p.traceSeal(chunk)
-	w.blocks[i] = w.p.sink.NewBlock(w.p.tables[i])
+	w.blocks[i] = w.p.sink.NewBlock(w.route.tables[i])
 	w.holders[i] = nil
 	w.lastHeld[i] = nil
 	if err := w.p.sink.Send(ctx, chunk); err != nil {

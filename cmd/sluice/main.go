@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -28,6 +29,8 @@ const usage = `sluice moves Kafka records through a WebAssembly module into Clic
 Usage:
   sluice run -config pipeline.yaml [-log-level info]
   sluice module test|inspect …   (run 'sluice module help')
+  sluice module push|ls|activate|rollback|rm …   (the admin API's client)
+  sluice token new|hash          (API tokens and the hashes the config keeps)
   sluice version
 
 Run 'sluice <command> -h' for a command's flags.
@@ -47,6 +50,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdRun(args[1:], stderr)
 	case "module":
 		return cmdModule(args[1:], stdout, stderr)
+	case "token":
+		return cmdToken(args[1:], stdout, stderr)
 	case "version", "-version", "--version":
 		fmt.Fprintln(stdout, "sluice", version)
 		return 0
@@ -136,6 +141,36 @@ func cmdRun(args []string, stderr io.Writer) int {
 		go func() { _ = srv.Serve(ln) }()
 		defer srv.Close()
 		log.Info("serving /metrics, /healthz and /readyz", "addr", ln.Addr().String())
+	}
+	admin, err := p.AdminHandler(log.With("log", "audit"))
+	if err != nil {
+		fmt.Fprintln(stderr, "sluice run:", err)
+		return 1
+	}
+	if addr := cfg.Admin.Listen; admin != nil && addr != "" {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			fmt.Fprintln(stderr, "sluice run: admin.listen:", err)
+			return 1
+		}
+		scheme := "http"
+		if c := cfg.Admin.TLS; c.CertFile != "" {
+			cert, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
+			if err != nil {
+				ln.Close()
+				fmt.Fprintln(stderr, "sluice run: admin.tls:", err)
+				return 1
+			}
+			ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+			scheme = "https"
+		}
+		// Uploads are up to admin.max_module_bytes; a slow client gets a
+		// minute to send one.
+		srv := &http.Server{Handler: admin, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: time.Minute,
+			WriteTimeout: 2 * time.Minute, IdleTimeout: 2 * time.Minute}
+		go func() { _ = srv.Serve(ln) }()
+		defer srv.Close()
+		log.Info("serving the module admin API", "url", scheme+"://"+ln.Addr().String())
 	}
 	if err := p.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		fmt.Fprintln(stderr, "sluice run:", err)

@@ -28,6 +28,7 @@ import (
 const moduleUsage = `Usage:
   sluice module test -module m.wasm -input records.jsonl -table 'CREATE TABLE …' [-table …] [-param k=v …]
   sluice module inspect m.wasm
+  sluice module push|ls|activate|rollback|rm …   (a server's admin API; see below)
 
 test runs a module offline, the way the pipeline would, on records read from
 a JSON-lines file (- for standard input): a line {"value": …, "key": …,
@@ -39,7 +40,8 @@ rows, one line each as "table {column: value, …}", or "error: why", or
 "(no rows)" for a record the module filtered out.
 
 inspect prints a module's ABI version, sha256, size, imports and exports.
-`
+
+` + clientUsage
 
 // cmdModule runs "sluice module …".
 func cmdModule(args []string, stdout, stderr io.Writer) int {
@@ -52,6 +54,8 @@ func cmdModule(args []string, stdout, stderr io.Writer) int {
 		return cmdModuleTest(args[1:], stdout, stderr)
 	case "inspect":
 		return cmdModuleInspect(args[1:], stdout, stderr)
+	case "push", "ls", "activate", "rollback", "rm":
+		return cmdModuleClient(args[0], args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, moduleUsage)
 		return 0
@@ -276,74 +280,11 @@ func readRecords(path string, defaultTs int64) ([]wasmhost.Record, []int, error)
 		defer file.Close()
 		f = file
 	}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 64<<20)
-	var recs []wasmhost.Record
-	var lines []int
-	for n := 1; sc.Scan(); n++ {
-		line := bytes.TrimSpace(sc.Bytes())
-		if len(line) == 0 {
-			continue
-		}
-		rec := wasmhost.Record{Offset: int64(len(recs)), Timestamp: defaultTs}
-		if !parseEnvelope(line, &rec) {
-			rec.Value = bytes.Clone(line)
-		}
-		recs = append(recs, rec)
-		lines = append(lines, n)
-	}
-	if err := sc.Err(); err != nil {
+	recs, lines, err := wasmhost.ReadRecordsJSONL(f, defaultTs)
+	if err != nil {
 		return nil, nil, fmt.Errorf("read %s: %w", path, err)
 	}
 	return recs, lines, nil
-}
-
-// parseEnvelope fills rec from a line {"value": …, "key": …, "headers":
-// {…}, "timestamp": n, "offset": n}, and reports whether the line is one.
-// A value that is not a JSON string is taken as its JSON text.
-func parseEnvelope(line []byte, rec *wasmhost.Record) bool {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(line, &m) != nil || m["value"] == nil {
-		return false
-	}
-	var env wasmhost.Record = *rec
-	for k, raw := range m {
-		switch k {
-		case "value", "key":
-			var s string
-			b := []byte(raw)
-			if json.Unmarshal(raw, &s) == nil {
-				b = []byte(s)
-			} else if string(raw) == "null" {
-				b = nil
-			}
-			if k == "value" {
-				env.Value = b
-			} else {
-				env.Key = b
-			}
-		case "headers":
-			var h map[string]string
-			if json.Unmarshal(raw, &h) != nil {
-				return false
-			}
-			for hk, hv := range h {
-				env.Headers = append(env.Headers, wasmhost.Header{Key: hk, Value: []byte(hv)})
-			}
-		case "timestamp":
-			if json.Unmarshal(raw, &env.Timestamp) != nil {
-				return false
-			}
-		case "offset":
-			if json.Unmarshal(raw, &env.Offset) != nil {
-				return false
-			}
-		default:
-			return false
-		}
-	}
-	*rec = env
-	return true
 }
 
 func cmdModuleInspect(args []string, stdout, stderr io.Writer) int {

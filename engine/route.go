@@ -1,0 +1,384 @@
+package engine
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice/engine/tenancy"
+	"github.com/sluicehq/sluice/sinks/clickhouse"
+	"github.com/sluicehq/sluice/wasmhost"
+)
+
+// route is one topics → module → tables path: the whole pipeline without
+// tenants, or one tenant pipeline. Its module can be swapped while it runs;
+// each partition worker picks up the new version at its next batch.
+type route struct {
+	tenant, pipeline string // "" without tenants
+	name             string // tags the module in logs, errors and dead letters
+	topics           []string
+	tables           []*clickhouse.Table
+	init             wasmhost.InitConfig
+	limits           wasmhost.Limits
+	// maxTraps and trapCooldown are the crash-loop policy.
+	maxTraps     int
+	trapCooldown time.Duration
+	// flow keeps the route's in-flight bytes under its budget by pausing
+	// only the route's topics.
+	flow *flowControl
+
+	cur atomic.Pointer[moduleVersion] // nil until a module is active
+
+	mu       sync.Mutex
+	versions []*moduleVersion // every version that ran, for metrics
+	failures map[string]int64 // instance failures by cause (a limit, or "trap")
+}
+
+// failed counts an instance failure of the route's module by its cause.
+func (r *route) failed(trap *wasmhost.TrapError) {
+	cause := string(trap.Limit)
+	if cause == "" {
+		cause = "trap"
+	}
+	r.mu.Lock()
+	if r.failures == nil {
+		r.failures = map[string]int64{}
+	}
+	r.failures[cause]++
+	r.mu.Unlock()
+}
+
+// moduleVersion is one loaded module binary of a route.
+type moduleVersion struct {
+	module *wasmhost.Module
+	// recordsIn and rowsOut count what this version transformed.
+	recordsIn, rowsOut atomic.Int64
+}
+
+func (r *route) String() string {
+	if r.tenant == "" {
+		return r.name
+	}
+	return r.tenant + "/" + r.pipeline
+}
+
+// activate makes mv the route's module and returns the one it replaces.
+func (r *route) activate(mv *moduleVersion) *moduleVersion {
+	r.mu.Lock()
+	r.versions = append(r.versions, mv)
+	r.mu.Unlock()
+	return r.cur.Swap(mv)
+}
+
+func (r *route) allVersions() []*moduleVersion {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]*moduleVersion(nil), r.versions...)
+}
+
+// buildRoutes discovers each route's tables and sets up its flow control.
+func (p *Pipeline) buildRoutes(ctx context.Context) error {
+	cfg := &p.cfg
+	if len(cfg.Tenants) == 0 {
+		r := &route{name: cfg.Module.Name, topics: cfg.Kafka.Topics, limits: cfg.Module.Limits.wasmhost(),
+			maxTraps: cfg.Module.MaxTrapsPerMinute, trapCooldown: cfg.Module.TrapCooldown}
+		r.init.Params = cfg.Module.Params
+		if err := p.routeTables(ctx, r, cfg.Module.Tables, "module.tables"); err != nil {
+			return err
+		}
+		p.addRoute(r, cfg.Kafka.MaxInflightBytes)
+		return nil
+	}
+	for _, t := range cfg.Tenants {
+		budget := cfg.pipelineBudget(t)
+		for _, pl := range t.Pipelines {
+			r := &route{tenant: t.ID, pipeline: pl.Name, name: t.ID + "/" + pl.Name, topics: pl.Topics,
+				limits:   t.Limits.or(cfg.Module.Limits).wasmhost(),
+				maxTraps: cmp.Or(t.MaxTrapsPerMinute, cfg.Module.MaxTrapsPerMinute), trapCooldown: cmp.Or(t.TrapCooldown, cfg.Module.TrapCooldown)}
+			r.init.Params = pl.Module.Params
+			key := fmt.Sprintf("tenants[%s].pipelines[%s].tables", t.ID, pl.Name)
+			if err := p.routeTables(ctx, r, pl.Tables, key); err != nil {
+				return err
+			}
+			p.addRoute(r, budget)
+		}
+	}
+	return nil
+}
+
+func (p *Pipeline) routeTables(ctx context.Context, r *route, names []string, key string) error {
+	for _, name := range names {
+		t, err := p.sink.Table(ctx, name)
+		if err != nil {
+			return fmt.Errorf("%s: %w", key, err)
+		}
+		r.tables = append(r.tables, t)
+		ts := wasmhost.TableSchema{Name: name}
+		for _, c := range t.Insert {
+			ts.Columns = append(ts.Columns, wasmhost.ColumnSchema{Name: c.Name, Type: c.Type})
+		}
+		r.init.Tables = append(r.init.Tables, ts)
+	}
+	return nil
+}
+
+func (p *Pipeline) addRoute(r *route, budget int64) {
+	topics := r.topics
+	r.flow = &flowControl{
+		high:      budget,
+		low:       budget / 2,
+		queueFull: p.sink.QueueFull,
+		pause: func() {
+			p.client.PauseFetchTopics(topics...)
+			p.log.Debug("fetching paused", "route", r.String(), "inflight_bytes", r.flow.inflight.Load(), "queue_depth", p.sink.QueueDepth())
+		},
+		resume: func() {
+			p.client.ResumeFetchTopics(topics...)
+			p.log.Debug("fetching resumed", "route", r.String(), "inflight_bytes", r.flow.inflight.Load())
+		},
+	}
+	p.routes = append(p.routes, r)
+	for _, t := range r.topics {
+		p.byTopic[t] = r
+	}
+}
+
+// loadModules loads each route's first module: the store's active version,
+// else the configured file. A route with neither waits for an activation.
+func (p *Pipeline) loadModules(ctx context.Context) error {
+	cfg := &p.cfg
+	for i, r := range p.routes {
+		var (
+			wasm []byte
+			from string
+			err  error
+		)
+		if p.store != nil {
+			if v, ok := p.store.Active(r.tenant, r.pipeline); ok {
+				if wasm, err = p.store.Blob(v.SHA256); err != nil {
+					return fmt.Errorf("tenant %s pipeline %s: active module %s: %w", r.tenant, r.pipeline, v.SHA256, err)
+				}
+				from = "module store " + v.SHA256
+			}
+		}
+		if wasm == nil {
+			path, key := cfg.Module.Path, "module.path"
+			if r.tenant != "" {
+				path = p.tenantPipeline(r).Module.Path
+				key = fmt.Sprintf("tenants[%s].pipelines[%s].module.path", r.tenant, r.pipeline)
+			}
+			if path == "" {
+				p.log.Info("no module active yet; the pipeline's topics are consumed once one is activated",
+					"tenant", r.tenant, "pipeline", r.pipeline, "topics", r.topics)
+				continue
+			}
+			if wasm, err = os.ReadFile(path); err != nil {
+				return fmt.Errorf("%s: %w", key, err)
+			}
+			if !wasmhost.IsWasm(wasm) {
+				return fmt.Errorf("%s %s: not a WebAssembly binary", key, path)
+			}
+			from = path
+		}
+		mv, err := p.loadVersion(ctx, r, wasm)
+		if err != nil {
+			return fmt.Errorf("%s (%s): %w", r, from, err)
+		}
+		p.routes[i].activate(mv)
+	}
+	return nil
+}
+
+func (p *Pipeline) tenantPipeline(r *route) TenantPipelineConfig {
+	for _, t := range p.cfg.Tenants {
+		if t.ID != r.tenant {
+			continue
+		}
+		for _, pl := range t.Pipelines {
+			if pl.Name == r.pipeline {
+				return pl
+			}
+		}
+	}
+	return TenantPipelineConfig{}
+}
+
+// loadVersion compiles a module with the route's limits and checks that it
+// accepts the route's tables.
+func (p *Pipeline) loadVersion(ctx context.Context, r *route, wasm []byte) (*moduleVersion, error) {
+	m, err := p.rt.LoadWithLimits(ctx, r.name, wasm, r.limits)
+	if err != nil {
+		return nil, err
+	}
+	inst, err := m.Instantiate(ctx, r.init)
+	if err != nil {
+		return nil, err
+	}
+	_ = inst.Close(ctx)
+	return &moduleVersion{module: m}, nil
+}
+
+// activeTopics are the topics of routes with a module.
+func (p *Pipeline) activeTopics() []string {
+	var out []string
+	for _, r := range p.routes {
+		if r.cur.Load() != nil {
+			out = append(out, r.topics...)
+		}
+	}
+	return out
+}
+
+func (p *Pipeline) findRoute(tenant, pipeline string) (*route, error) {
+	for _, r := range p.routes {
+		if r.tenant == tenant && r.pipeline == pipeline {
+			return r, nil
+		}
+	}
+	return nil, fmt.Errorf("tenant %s has no pipeline %s", tenant, pipeline)
+}
+
+// Tenants maps each tenant to its pipelines' names, for the admin API.
+func (p *Pipeline) Tenants() map[string][]string {
+	out := map[string][]string{}
+	for _, r := range p.routes {
+		if r.tenant != "" {
+			out[r.tenant] = append(out[r.tenant], r.pipeline)
+		}
+	}
+	return out
+}
+
+// CheckUpload implements tenancy.Validator: the binary must be WebAssembly
+// for a supported ABI version, importing nothing forbidden.
+func (p *Pipeline) CheckUpload(ctx context.Context, tenant, pipeline string, wasm []byte) error {
+	r, err := p.findRoute(tenant, pipeline)
+	if err != nil {
+		return err
+	}
+	info, err := p.rt.Inspect(ctx, r.name, wasm)
+	if err != nil {
+		return err
+	}
+	return info.LoadErr
+}
+
+// CheckActivation implements tenancy.Validator: the module compiles with
+// the tenant's limits, accepts the pipeline's allowed tables with their
+// schemas as the server has them, and, given sample records, transforms
+// every one of them into rows those tables accept.
+func (p *Pipeline) CheckActivation(ctx context.Context, tenant, pipeline string, wasm, sample []byte) error {
+	r, err := p.findRoute(tenant, pipeline)
+	if err != nil {
+		return err
+	}
+	m, err := p.rt.LoadWithLimits(ctx, r.name, wasm, r.limits)
+	if err != nil {
+		return err
+	}
+	inst, err := m.Instantiate(ctx, r.init)
+	if err != nil {
+		return fmt.Errorf("%w (the pipeline's allowed tables: %v)", err, tableNames(r.tables))
+	}
+	defer inst.Close(context.Background())
+	if len(bytes.TrimSpace(sample)) == 0 {
+		return nil
+	}
+	recs, lines, err := wasmhost.ReadRecordsJSONL(bytes.NewReader(sample), time.Now().UnixMilli())
+	if err != nil {
+		return fmt.Errorf("sample: %w", err)
+	}
+	batch := wasmhost.Batch{Topic: r.topics[0], Records: recs}
+	out, err := inst.Transform(ctx, &batch)
+	if err != nil {
+		return fmt.Errorf("dry run on %d sample records: %w", len(recs), err)
+	}
+	blocks := make([]*clickhouse.Block, len(r.tables))
+	for i, t := range r.tables {
+		blocks[i] = p.sink.NewBlock(t)
+	}
+	for i := 0; ; i++ {
+		res, ok := out.Next()
+		if !ok {
+			break
+		}
+		if res.Err != "" {
+			return fmt.Errorf("dry run: sample line %d: the module refused the record: %s", lines[i], res.Err)
+		}
+		for {
+			table, row, ok := res.NextRow()
+			if !ok {
+				break
+			}
+			if table >= len(blocks) {
+				return fmt.Errorf("dry run: sample line %d: row for table index %d; the pipeline has %d tables", lines[i], table, len(blocks))
+			}
+			if err := blocks[table].AppendRow(row); err != nil {
+				return fmt.Errorf("dry run: sample line %d: row for %s does not fit: %w", lines[i], r.tables[table].FullName(), err)
+			}
+		}
+	}
+	return nil
+}
+
+func tableNames(ts []*clickhouse.Table) []string {
+	out := make([]string, len(ts))
+	for i, t := range ts {
+		out[i] = t.FullName()
+	}
+	return out
+}
+
+// Activate implements tenancy.Activator: it loads the version and swaps it
+// in; each of the pipeline's partition workers changes over at its next
+// batch, so no record is transformed by both versions. A pipeline that had
+// no module starts consuming its topics.
+func (p *Pipeline) Activate(ctx context.Context, tenant, pipeline string, v tenancy.Version, wasm []byte) error {
+	r, err := p.findRoute(tenant, pipeline)
+	if err != nil {
+		return err
+	}
+	mv, err := p.loadVersion(ctx, r, wasm)
+	if err != nil {
+		return fmt.Errorf("%w: %w", tenancy.ErrRefused, err)
+	}
+	old := r.activate(mv)
+	if old == nil {
+		p.client.AddConsumeTopics(r.topics...)
+	}
+	from := ""
+	if old != nil {
+		from = old.module.SHA256
+	}
+	p.log.Info("module activated", "tenant", tenant, "pipeline", pipeline, "sha256", mv.module.SHA256, "previous", from)
+	return nil
+}
+
+// AdminHandler is the module admin API for the configured tenants, nil
+// without tenants. audit receives one record per change and per refused
+// request.
+func (p *Pipeline) AdminHandler(audit *slog.Logger) (http.Handler, error) {
+	if p.store == nil {
+		return nil, nil
+	}
+	tokens := map[string][]string{}
+	for _, t := range p.cfg.Tenants {
+		tokens[t.ID] = t.Tokens
+	}
+	auth, err := tenancy.NewAuth(p.cfg.Admin.AdminTokens, tokens)
+	if err != nil {
+		return nil, fmt.Errorf("admin: %w", err)
+	}
+	return tenancy.NewServer(tenancy.ServerOptions{
+		Store: p.store, Auth: auth, Tenants: p.Tenants(),
+		Validator: p, Activator: p, Audit: audit,
+		MaxModuleBytes: p.cfg.Admin.MaxModuleBytes,
+	})
+}

@@ -1,0 +1,728 @@
+package tenancy
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// ManifestFormat is the manifest format this package reads and writes.
+const ManifestFormat = 1
+
+// MaxVersions caps the versions one pipeline keeps; Put refuses more with
+// ErrTooManyVersions until one is deleted.
+const MaxVersions = 100
+
+// maxHistory caps a pipeline's activation history and rollback stack; the
+// oldest entries go first.
+const maxHistory = 100
+
+// minPrefix is the fewest hex digits that name a version.
+const minPrefix = 8
+
+// Errors of the Store, wrapped with the tenant, pipeline and version.
+var (
+	// ErrNotFound: the pipeline lists no such version (Resolve, Activate,
+	// Delete, Blob). The API answers 404.
+	ErrNotFound = errors.New("no such module version")
+	// ErrBadReference: a version reference is not 8 to 64 hex digits. The
+	// API answers 400.
+	ErrBadReference = errors.New("not a sha256 or a prefix of at least 8 hex digits")
+	// ErrAmbiguous: a prefix matches several versions. The API answers 400.
+	ErrAmbiguous = errors.New("ambiguous sha256 prefix; give more digits")
+	// ErrActive: Delete of the active version. The API answers 409.
+	ErrActive = errors.New("the version is active; activate another one (or roll back) first")
+	// ErrNoRollback: Rollback with no earlier version to return to. The
+	// API answers 409.
+	ErrNoRollback = errors.New("no earlier active version to roll back to")
+	// ErrTooManyVersions: Put on a pipeline that holds MaxVersions. The API
+	// answers 409.
+	ErrTooManyVersions = errors.New("too many versions; delete an inactive one first")
+	// ErrCorrupt: OpenStore found a manifest it cannot trust, or Blob a
+	// blob whose content does not match its name. The message names the
+	// problem; nothing is repaired or dropped silently.
+	ErrCorrupt = errors.New("corrupt module store")
+)
+
+// Version is one uploaded module of a pipeline.
+type Version struct {
+	SHA256     string    `json:"sha256"`
+	Size       int64     `json:"size"`
+	UploadedAt time.Time `json:"uploaded_at"`
+	// UploadedBy is the uploader, as Principal.String gives it.
+	UploadedBy string `json:"uploaded_by"`
+	Note       string `json:"note,omitempty"`
+}
+
+// Activation records one change of a pipeline's active version.
+type Activation struct {
+	SHA256 string `json:"sha256"`
+	// Previous is the version active before, empty if none was.
+	Previous string    `json:"previous,omitempty"`
+	At       time.Time `json:"at"`
+	By       string    `json:"by"`
+	// Rollback marks an activation made by Rollback.
+	Rollback bool `json:"rollback,omitempty"`
+}
+
+// State is a pipeline's module versions, as List returns it.
+type State struct {
+	// Active is the sha256 of the active version, empty if none is.
+	Active string `json:"active"`
+	// Versions are oldest first.
+	Versions []Version `json:"versions"`
+	// History is every activation, oldest first (the last maxHistory).
+	History []Activation `json:"history"`
+	// RollbackStack holds the versions active before the current one,
+	// oldest first: Rollback returns to the last one and pops it. An
+	// activation pushes the version it replaces; a deleted version leaves
+	// the stack.
+	RollbackStack []string `json:"rollback_stack"`
+}
+
+// Version returns the version with this exact sha256.
+func (st *State) Version(sha string) (Version, bool) {
+	for _, v := range st.Versions {
+		if v.SHA256 == sha {
+			return v, true
+		}
+	}
+	return Version{}, false
+}
+
+func (st *State) clone() *State {
+	return &State{
+		Active:        st.Active,
+		Versions:      slices.Clone(st.Versions),
+		History:       slices.Clone(st.History),
+		RollbackStack: slices.Clone(st.RollbackStack),
+	}
+}
+
+type pipelineKey struct{ tenant, pipeline string }
+
+// manifest is the store's state in memory. A committed manifest is never
+// modified: a change edits a clone, writes it and then replaces it.
+type manifest map[pipelineKey]*State
+
+func (m manifest) clone() manifest {
+	out := make(manifest, len(m))
+	for k, st := range m {
+		out[k] = st.clone()
+	}
+	return out
+}
+
+// state returns the pipeline's state, creating it.
+func (m manifest) state(tenant, pipeline string) *State {
+	k := pipelineKey{tenant, pipeline}
+	st := m[k]
+	if st == nil {
+		st = &State{}
+		m[k] = st
+	}
+	return st
+}
+
+// referenced reports whether any pipeline lists the blob.
+func (m manifest) referenced(sha string) bool {
+	for _, st := range m {
+		if _, ok := st.Version(sha); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// manifestFile is the manifest on disk.
+type manifestFile struct {
+	Format    int              `json:"format"`
+	Pipelines []pipelineRecord `json:"pipelines"`
+}
+
+type pipelineRecord struct {
+	Tenant   string `json:"tenant"`
+	Pipeline string `json:"pipeline"`
+	State
+}
+
+// Store keeps tenants' module versions on disk: each binary once, at
+// blobs/<sha256>.wasm, whoever uploaded it, and manifest.json, which lists
+// every (tenant, pipeline)'s versions, active version and history. A
+// tenant sees only the versions listed under its own pipelines.
+//
+// Every change writes a new manifest to a temporary file, syncs it, renames
+// it over manifest.json and syncs the directory, so a crash leaves either
+// the old manifest or the new one. Blobs are written the same way before
+// the manifest names them. It is safe for concurrent use.
+type Store struct {
+	dir string
+
+	mu sync.Mutex
+	m  manifest
+	// beforeRename, if set, runs between writing the temporary manifest
+	// and renaming it: tests simulate a crash there.
+	beforeRename func() error
+}
+
+const (
+	manifestName = "manifest.json"
+	blobsDir     = "blobs"
+	tempPrefix   = ".tmp-"
+)
+
+// OpenStore opens the store in dir, creating it if needed. It loads the
+// manifest and checks it: a known format, well-formed names and sha256s,
+// the active version and the rollback stack among the versions, and every
+// blob present with its size and hash. A manifest that fails any check is
+// an error wrapping ErrCorrupt that names the problem. Leftover temporary
+// files and blobs no pipeline lists (from a crash mid-change) are removed.
+func OpenStore(dir string) (*Store, error) {
+	if err := os.MkdirAll(filepath.Join(dir, blobsDir), 0o750); err != nil {
+		return nil, fmt.Errorf("module store: %w", err)
+	}
+	s := &Store{dir: dir}
+	for _, d := range []string{dir, filepath.Join(dir, blobsDir)} {
+		if err := removeTemps(d); err != nil {
+			return nil, fmt.Errorf("module store: %w", err)
+		}
+	}
+	blobs, err := s.blobFiles()
+	if err != nil {
+		return nil, fmt.Errorf("module store: %w", err)
+	}
+	path := filepath.Join(dir, manifestName)
+	raw, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		if len(blobs) > 0 {
+			return nil, fmt.Errorf("module store %s: %w: %s is missing but %s holds %d modules; restore the manifest, or empty the directory to start afresh",
+				dir, ErrCorrupt, manifestName, blobsDir, len(blobs))
+		}
+		s.m = manifest{}
+		if err := s.writeManifest(s.m); err != nil {
+			return nil, fmt.Errorf("module store: %w", err)
+		}
+		return s, nil
+	case err != nil:
+		return nil, fmt.Errorf("module store: %w", err)
+	}
+	m, err := decodeManifest(raw)
+	if err != nil {
+		return nil, fmt.Errorf("module store %s: %w", path, err)
+	}
+	if err := s.verifyBlobs(m); err != nil {
+		return nil, fmt.Errorf("module store %s: %w", path, err)
+	}
+	for _, sha := range blobs {
+		if !m.referenced(sha) {
+			if err := os.Remove(s.blobPath(sha)); err != nil {
+				return nil, fmt.Errorf("module store: remove unlisted blob: %w", err)
+			}
+		}
+	}
+	s.m = m
+	return s, nil
+}
+
+// decodeManifest parses and checks a manifest, without its blobs.
+func decodeManifest(raw []byte) (manifest, error) {
+	var head struct {
+		Format *int `json:"format"`
+	}
+	// Unmarshal also refuses data after the top-level value.
+	if err := json.Unmarshal(raw, &head); err != nil {
+		return nil, fmt.Errorf("%w: not a JSON manifest: %v", ErrCorrupt, err)
+	}
+	switch {
+	case head.Format == nil:
+		return nil, fmt.Errorf("%w: no format field", ErrCorrupt)
+	case *head.Format != ManifestFormat:
+		return nil, fmt.Errorf("%w: manifest format %d; this sluice reads format %d", ErrCorrupt, *head.Format, ManifestFormat)
+	}
+	var f manifestFile
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	// An unknown field would be dropped by the next write: refuse it.
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	m := make(manifest, len(f.Pipelines))
+	for i := range f.Pipelines {
+		p := &f.Pipelines[i]
+		where := fmt.Sprintf("pipelines[%d]", i)
+		if err := ValidName(p.Tenant); err != nil {
+			return nil, fmt.Errorf("%w: %s: tenant: %v", ErrCorrupt, where, err)
+		}
+		if err := ValidName(p.Pipeline); err != nil {
+			return nil, fmt.Errorf("%w: %s: pipeline: %v", ErrCorrupt, where, err)
+		}
+		where = fmt.Sprintf("tenant %s pipeline %s", p.Tenant, p.Pipeline)
+		k := pipelineKey{p.Tenant, p.Pipeline}
+		if m[k] != nil {
+			return nil, fmt.Errorf("%w: %s is listed twice", ErrCorrupt, where)
+		}
+		if err := checkState(&p.State); err != nil {
+			return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, where, err)
+		}
+		st := p.State
+		m[k] = &st
+	}
+	// The next change writes the manifest back: it must be able to.
+	if _, err := m.encode(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	return m, nil
+}
+
+// checkState checks a pipeline's state on its own.
+func checkState(st *State) error {
+	seen := map[string]bool{}
+	for i, v := range st.Versions {
+		if !isSHA256(v.SHA256) {
+			return fmt.Errorf("versions[%d]: sha256 %q is not 64 lowercase hex digits", i, abbreviate(v.SHA256, 80))
+		}
+		if seen[v.SHA256] {
+			return fmt.Errorf("versions[%d]: %s is listed twice", i, v.SHA256)
+		}
+		seen[v.SHA256] = true
+		if v.Size <= 0 {
+			return fmt.Errorf("versions[%d] (%s): size %d", i, v.SHA256, v.Size)
+		}
+	}
+	if st.Active != "" && !seen[st.Active] {
+		return fmt.Errorf("active version %q is not among the versions", abbreviate(st.Active, 80))
+	}
+	for i, sha := range st.RollbackStack {
+		if !seen[sha] {
+			return fmt.Errorf("rollback_stack[%d]: %q is not among the versions", i, abbreviate(sha, 80))
+		}
+	}
+	for i, a := range st.History {
+		if !isSHA256(a.SHA256) || (a.Previous != "" && !isSHA256(a.Previous)) {
+			return fmt.Errorf("history[%d]: a sha256 is not 64 lowercase hex digits", i)
+		}
+	}
+	return nil
+}
+
+// verifyBlobs checks that every listed version's blob is there, with its
+// size and hash.
+func (s *Store) verifyBlobs(m manifest) error {
+	checked := map[string]bool{}
+	for _, k := range m.keys() {
+		for _, v := range m[k].Versions {
+			if checked[v.SHA256] {
+				continue
+			}
+			if _, err := s.readBlob(v.SHA256, v.Size); err != nil {
+				return fmt.Errorf("tenant %s pipeline %s version %s: %w", k.tenant, k.pipeline, v.SHA256, err)
+			}
+			checked[v.SHA256] = true
+		}
+	}
+	return nil
+}
+
+// keys lists the pipelines sorted by tenant, then pipeline.
+func (m manifest) keys() []pipelineKey {
+	keys := make([]pipelineKey, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].tenant != keys[j].tenant {
+			return keys[i].tenant < keys[j].tenant
+		}
+		return keys[i].pipeline < keys[j].pipeline
+	})
+	return keys
+}
+
+// encode renders the manifest, pipelines sorted, pipelines with no versions
+// and no history left out.
+func (m manifest) encode() ([]byte, error) {
+	f := manifestFile{Format: ManifestFormat, Pipelines: []pipelineRecord{}}
+	for _, k := range m.keys() {
+		st := m[k]
+		if len(st.Versions) == 0 && len(st.History) == 0 {
+			continue
+		}
+		f.Pipelines = append(f.Pipelines, pipelineRecord{Tenant: k.tenant, Pipeline: k.pipeline, State: *st})
+	}
+	b, err := json.MarshalIndent(f, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("encode manifest: %w", err)
+	}
+	return append(b, '\n'), nil
+}
+
+// writeManifest replaces manifest.json atomically with m.
+func (s *Store) writeManifest(m manifest) error {
+	b, err := m.encode()
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(s.dir, manifestName, b, s.beforeRename)
+}
+
+// writeFileAtomic writes dir/name through a synced temporary file renamed
+// over it, then syncs dir, so that a crash leaves the old file or the new.
+func writeFileAtomic(dir, name string, b []byte, beforeRename func() error) error {
+	f, err := os.CreateTemp(dir, tempPrefix+name+"-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && beforeRename != nil {
+		err = beforeRename()
+	}
+	if err == nil {
+		err = os.Rename(tmp, filepath.Join(dir, name))
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("write %s: %w", filepath.Join(dir, name), err)
+	}
+	return syncDir(dir)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	return nil
+}
+
+// removeTemps removes the temporary files a crash left in dir.
+func removeTemps(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), tempPrefix) && e.Type().IsRegular() {
+			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// blobFiles lists the sha256s of the blobs on disk.
+func (s *Store) blobFiles() ([]string, error) {
+	entries, err := os.ReadDir(filepath.Join(s.dir, blobsDir))
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range entries {
+		if sha, ok := strings.CutSuffix(e.Name(), ".wasm"); ok && isSHA256(sha) && e.Type().IsRegular() {
+			out = append(out, sha)
+		}
+	}
+	return out, nil
+}
+
+func (s *Store) blobPath(sha string) string {
+	return filepath.Join(s.dir, blobsDir, sha+".wasm")
+}
+
+// readBlob reads a blob and checks its size and hash.
+func (s *Store) readBlob(sha string, size int64) ([]byte, error) {
+	path := s.blobPath(sha)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("%w: blob %s is missing", ErrCorrupt, path)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) != size {
+		return nil, fmt.Errorf("%w: blob %s has %d bytes, the manifest says %d", ErrCorrupt, path, len(b), size)
+	}
+	if sum := sha256.Sum256(b); hex.EncodeToString(sum[:]) != sha {
+		return nil, fmt.Errorf("%w: blob %s does not hash to its name", ErrCorrupt, path)
+	}
+	return b, nil
+}
+
+// writeBlob stores wasm under its sha256 unless an intact copy is there.
+func (s *Store) writeBlob(sha string, wasm []byte) error {
+	if _, err := s.readBlob(sha, int64(len(wasm))); err == nil {
+		return nil
+	}
+	return writeFileAtomic(filepath.Join(s.dir, blobsDir), sha+".wasm", wasm, nil)
+}
+
+// commit makes next the store's state once it is on disk. s.mu is held.
+func (s *Store) commit(next manifest) error {
+	if err := s.writeManifest(next); err != nil {
+		return err
+	}
+	s.m = next
+	return nil
+}
+
+func checkNames(tenant, pipeline string) error {
+	if err := ValidName(tenant); err != nil {
+		return fmt.Errorf("tenant: %w", err)
+	}
+	if err := ValidName(pipeline); err != nil {
+		return fmt.Errorf("pipeline: %w", err)
+	}
+	return nil
+}
+
+// Put adds a module version to a pipeline, by the principal by (see
+// Principal.String), with an optional note. Uploading a binary the pipeline
+// already lists changes nothing and returns that version with created
+// false.
+func (s *Store) Put(tenant, pipeline string, wasm []byte, by, note string) (Version, bool, error) {
+	if err := checkNames(tenant, pipeline); err != nil {
+		return Version{}, false, err
+	}
+	if len(wasm) == 0 {
+		return Version{}, false, errors.New("empty module")
+	}
+	sum := sha256.Sum256(wasm)
+	sha := hex.EncodeToString(sum[:])
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if st := s.m[pipelineKey{tenant, pipeline}]; st != nil {
+		if v, ok := st.Version(sha); ok {
+			return v, false, nil
+		}
+		if len(st.Versions) >= MaxVersions {
+			return Version{}, false, fmt.Errorf("tenant %s pipeline %s holds %d versions: %w", tenant, pipeline, len(st.Versions), ErrTooManyVersions)
+		}
+	}
+	if err := s.writeBlob(sha, wasm); err != nil {
+		return Version{}, false, err
+	}
+	v := Version{SHA256: sha, Size: int64(len(wasm)), UploadedAt: time.Now().UTC(), UploadedBy: by, Note: note}
+	next := s.m.clone()
+	st := next.state(tenant, pipeline)
+	st.Versions = append(st.Versions, v)
+	if err := s.commit(next); err != nil {
+		if !s.m.referenced(sha) {
+			_ = os.Remove(s.blobPath(sha))
+		}
+		return Version{}, false, err
+	}
+	return v, true, nil
+}
+
+// List returns a pipeline's state; a pipeline with no uploads has a zero
+// State.
+func (s *Store) List(tenant, pipeline string) (State, error) {
+	if err := checkNames(tenant, pipeline); err != nil {
+		return State{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.m[pipelineKey{tenant, pipeline}]
+	if st == nil {
+		return State{Versions: []Version{}, History: []Activation{}, RollbackStack: []string{}}, nil
+	}
+	out := st.clone()
+	if out.Versions == nil {
+		out.Versions = []Version{}
+	}
+	if out.History == nil {
+		out.History = []Activation{}
+	}
+	if out.RollbackStack == nil {
+		out.RollbackStack = []string{}
+	}
+	return *out, nil
+}
+
+// Resolve finds the pipeline's version named by ref: a full sha256 or a
+// unique prefix of at least 8 hex digits (either case).
+func (s *Store) Resolve(tenant, pipeline, ref string) (Version, error) {
+	if err := checkNames(tenant, pipeline); err != nil {
+		return Version{}, err
+	}
+	ref = strings.ToLower(ref)
+	if len(ref) < minPrefix || len(ref) > 2*sha256.Size || !isLowerHex(ref) {
+		return Version{}, fmt.Errorf("version %q: %w", abbreviate(ref, 80), ErrBadReference)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var found []Version
+	if st := s.m[pipelineKey{tenant, pipeline}]; st != nil {
+		for _, v := range st.Versions {
+			if strings.HasPrefix(v.SHA256, ref) {
+				found = append(found, v)
+			}
+		}
+	}
+	switch len(found) {
+	case 0:
+		return Version{}, fmt.Errorf("tenant %s pipeline %s version %s: %w", tenant, pipeline, ref, ErrNotFound)
+	case 1:
+		return found[0], nil
+	}
+	return Version{}, fmt.Errorf("tenant %s pipeline %s version %s matches %d versions: %w", tenant, pipeline, ref, len(found), ErrAmbiguous)
+}
+
+// Active returns the pipeline's active version.
+func (s *Store) Active(tenant, pipeline string) (Version, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.m[pipelineKey{tenant, pipeline}]
+	if st == nil || st.Active == "" {
+		return Version{}, false
+	}
+	return st.Version(st.Active)
+}
+
+// Activate makes the version with this full sha256 the pipeline's active
+// one, by the principal by, and returns the version it replaces (empty if
+// none) and whether anything changed: activating the active version does
+// not. The replaced version goes on the rollback stack.
+//
+// Activate records the decision only: the caller validates the module and
+// swaps it into the engine (the API server does both, see NewServer).
+func (s *Store) Activate(tenant, pipeline, sha, by string) (prev string, changed bool, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.m[pipelineKey{tenant, pipeline}]
+	if st == nil {
+		return "", false, fmt.Errorf("tenant %s pipeline %s version %s: %w", tenant, pipeline, sha, ErrNotFound)
+	}
+	if _, ok := st.Version(sha); !ok {
+		return "", false, fmt.Errorf("tenant %s pipeline %s version %s: %w", tenant, pipeline, sha, ErrNotFound)
+	}
+	if st.Active == sha {
+		return sha, false, nil
+	}
+	next := s.m.clone()
+	nst := next[pipelineKey{tenant, pipeline}]
+	prev = nst.Active
+	if prev != "" {
+		nst.RollbackStack = appendCapped(nst.RollbackStack, prev)
+	}
+	nst.Active = sha
+	nst.History = appendCapped(nst.History, Activation{SHA256: sha, Previous: prev, At: time.Now().UTC(), By: by})
+	if err := s.commit(next); err != nil {
+		return "", false, err
+	}
+	return prev, true, nil
+}
+
+// RollbackTarget is the version Rollback would activate: the last one on
+// the rollback stack. ErrNoRollback if the stack is empty.
+func (s *Store) RollbackTarget(tenant, pipeline string) (Version, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.m[pipelineKey{tenant, pipeline}]
+	if st == nil || len(st.RollbackStack) == 0 {
+		return Version{}, fmt.Errorf("tenant %s pipeline %s: %w", tenant, pipeline, ErrNoRollback)
+	}
+	v, _ := st.Version(st.RollbackStack[len(st.RollbackStack)-1])
+	return v, nil
+}
+
+// Rollback re-activates the version active before the current one (the
+// RollbackTarget), by the principal by, and pops it off the rollback
+// stack, so that rolling back again goes one further back. It returns the
+// version now active and the one it replaced.
+func (s *Store) Rollback(tenant, pipeline, by string) (to Version, prev string, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.m[pipelineKey{tenant, pipeline}]
+	if st == nil || len(st.RollbackStack) == 0 {
+		return Version{}, "", fmt.Errorf("tenant %s pipeline %s: %w", tenant, pipeline, ErrNoRollback)
+	}
+	next := s.m.clone()
+	nst := next[pipelineKey{tenant, pipeline}]
+	target := nst.RollbackStack[len(nst.RollbackStack)-1]
+	nst.RollbackStack = nst.RollbackStack[:len(nst.RollbackStack)-1]
+	prev = nst.Active
+	nst.Active = target
+	nst.History = appendCapped(nst.History, Activation{SHA256: target, Previous: prev, At: time.Now().UTC(), By: by, Rollback: true})
+	if err := s.commit(next); err != nil {
+		return Version{}, "", err
+	}
+	to, _ = nst.Version(target)
+	return to, prev, nil
+}
+
+// Delete removes an inactive version (full sha256) from a pipeline, and
+// its blob once no pipeline lists it. ErrActive if it is the active one.
+func (s *Store) Delete(tenant, pipeline, sha string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.m[pipelineKey{tenant, pipeline}]
+	if st == nil {
+		return fmt.Errorf("tenant %s pipeline %s version %s: %w", tenant, pipeline, sha, ErrNotFound)
+	}
+	if _, ok := st.Version(sha); !ok {
+		return fmt.Errorf("tenant %s pipeline %s version %s: %w", tenant, pipeline, sha, ErrNotFound)
+	}
+	if st.Active == sha {
+		return fmt.Errorf("tenant %s pipeline %s version %s: %w", tenant, pipeline, sha, ErrActive)
+	}
+	next := s.m.clone()
+	nst := next[pipelineKey{tenant, pipeline}]
+	nst.Versions = slices.DeleteFunc(nst.Versions, func(v Version) bool { return v.SHA256 == sha })
+	nst.RollbackStack = slices.DeleteFunc(nst.RollbackStack, func(x string) bool { return x == sha })
+	if err := s.commit(next); err != nil {
+		return err
+	}
+	if !next.referenced(sha) {
+		// A failure here leaves an unlisted blob, which OpenStore removes.
+		_ = os.Remove(s.blobPath(sha))
+	}
+	return nil
+}
+
+// Blob returns a listed module's binary, checking its hash.
+func (s *Store) Blob(sha string) ([]byte, error) {
+	// The lock keeps a concurrent Delete from removing the blob mid-read.
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, st := range s.m {
+		if v, ok := st.Version(sha); ok {
+			return s.readBlob(sha, v.Size)
+		}
+	}
+	return nil, fmt.Errorf("module %s: %w", abbreviate(sha, 80), ErrNotFound)
+}
+
+// appendCapped appends x, dropping the oldest entries past maxHistory.
+func appendCapped[T any](s []T, x T) []T {
+	s = append(s, x)
+	if len(s) > maxHistory {
+		s = slices.Clone(s[len(s)-maxHistory:])
+	}
+	return s
+}
