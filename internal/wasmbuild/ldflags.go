@@ -1,11 +1,7 @@
 package wasmbuild
 
 import (
-	"bytes"
 	"context"
-	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 )
@@ -14,16 +10,7 @@ import (
 // string variable main.version to version: distinct binaries of one
 // source, as module versions for hot-swap tests.
 func BuildVersion(ctx context.Context, dir, out, version string) error {
-	cmd := exec.CommandContext(ctx, "go", "build", "-buildmode=c-shared", "-trimpath",
-		"-ldflags", "-X main.version="+version, "-o", out, ".")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("build wasm module %s in %s: %w\n%s", version, dir, err, stderr.String())
-	}
-	return nil
+	return goBuild(ctx, dir, out, "-ldflags", "-X main.version="+version)
 }
 
 // BuildVersionT builds the module at repoRelDir with main.version set to

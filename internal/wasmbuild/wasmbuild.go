@@ -16,7 +16,13 @@ import (
 
 // Build compiles the Go module in dir (a reactor module) into out.
 func Build(ctx context.Context, dir, out string) error {
-	cmd := exec.CommandContext(ctx, "go", "build", "-buildmode=c-shared", "-trimpath", "-o", out, ".")
+	return goBuild(ctx, dir, out)
+}
+
+// goBuild runs go build for wasip1 in dir with extra flags.
+func goBuild(ctx context.Context, dir, out string, flags ...string) error {
+	args := append([]string{"build", "-buildmode=c-shared", "-trimpath"}, flags...)
+	cmd := exec.CommandContext(ctx, "go", append(args, "-o", out, ".")...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
 	var stderr bytes.Buffer
