@@ -84,6 +84,11 @@ type KafkaConfig struct {
 	// FetchMaxBytes bounds one fetch response. Default MaxInflightBytes/8,
 	// at most 32 MiB.
 	FetchMaxBytes int32 `yaml:"fetch_max_bytes"`
+	// FetchMaxWait is how long the broker holds a fetch with no data. A
+	// partition resumed after backpressure is fetched only once the fetch in
+	// flight returns, so with idle topics beside busy ones this bounds how
+	// late a resume takes effect. Default 100ms.
+	FetchMaxWait time.Duration `yaml:"fetch_max_wait"`
 }
 
 // ObservabilityConfig configures metrics, health and traces.
@@ -284,6 +289,12 @@ func (c *Config) Validate() error {
 	}
 	if k.FetchMaxBytes == 0 {
 		k.FetchMaxBytes = int32(min(k.MaxInflightBytes/8, 32<<20))
+	}
+	if k.FetchMaxWait == 0 {
+		k.FetchMaxWait = 100 * time.Millisecond
+	}
+	if k.FetchMaxWait < 0 {
+		return fmt.Errorf("kafka.fetch_max_wait must be positive")
 	}
 	if k.FetchMaxBytes < 0 {
 		return fmt.Errorf("kafka.fetch_max_bytes must be positive")

@@ -179,9 +179,10 @@ func (p *Pipeline) newClient() (*kgo.Client, error) {
 		kgo.OnPartitionsLost(p.onLost),
 		kgo.FetchMaxBytes(k.FetchMaxBytes),
 		kgo.FetchMaxPartitionBytes(min(k.FetchMaxBytes, 8<<20)),
-		// Resumed partitions are fetched at the next fetch; keep the wait
-		// for an empty fetch short so a resume takes effect quickly.
-		kgo.FetchMaxWait(500 * time.Millisecond),
+		// Resumed partitions are fetched at the next fetch, after the one
+		// in flight: keep the wait for an empty fetch short so that a
+		// resume takes effect quickly even beside idle topics.
+		kgo.FetchMaxWait(k.FetchMaxWait),
 		kgo.SessionTimeout(k.SessionTimeout),
 	}
 	if k.InstanceID != "" {
