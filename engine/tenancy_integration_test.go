@@ -303,7 +303,7 @@ func TestTenantIsolation(t *testing.T) {
 			Topics: []string{topic}, Tables: []string{"logs"}, Module: engine.TenantModuleConfig{Path: logNormalize}}}}
 	}
 	tenantA := engine.TenantConfig{ID: "acme", MaxInflightBytes: 16 << 20,
-		Limits:            engine.ModuleLimits{Deadline: 50 * time.Millisecond},
+		Limits: engine.ModuleLimits{Deadline: 50 * time.Millisecond},
 		// A short cool-down, so that A fails again and again while B's rate
 		// is measured: 6 deadline traps (0.3 s of CPU), a 2 s pause, again.
 		MaxTrapsPerMinute: 5, TrapCooldown: 2 * time.Second,
