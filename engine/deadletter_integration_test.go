@@ -50,10 +50,10 @@ func (e *env) config(t *testing.T, group, topic string) engine.Config {
 
 // run starts the pipeline and returns a stop function that drains it and
 // returns Run's error.
-func run(t *testing.T, cfg engine.Config) (*engine.Pipeline, func() error) {
+func run(t *testing.T, cfg engine.Config, opts ...engine.Option) (*engine.Pipeline, func() error) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	p, err := engine.New(ctx, cfg, testLogger(t))
+	p, err := engine.New(ctx, cfg, testLogger(t), opts...)
 	if err != nil {
 		cancel()
 		t.Fatal(err)

@@ -298,6 +298,35 @@ func (s *scenario) waitDistinct(n int, d time.Duration) {
 	}
 }
 
+// landed waits for the producer to finish and for its n records to land.
+func (s *scenario) landed(produced <-chan error, n int) {
+	s.t.Helper()
+	if err := <-produced; err != nil {
+		s.t.Fatal(err)
+	}
+	s.waitDistinct(n, 3*time.Minute)
+}
+
+// server is a test server that a scenario takes down.
+type server interface {
+	Stop() error
+	Start(context.Context) error
+}
+
+// outage stops srv after the pipeline has run for after, and starts it
+// again d later.
+func (s *scenario) outage(srv server, after, d time.Duration) {
+	s.t.Helper()
+	time.Sleep(after)
+	if err := srv.Stop(); err != nil {
+		s.t.Fatal(err)
+	}
+	time.Sleep(d)
+	if err := srv.Start(context.Background()); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
 // report checks loss and logs the scenario's figures; it returns the
 // duplicates.
 func (s *scenario) report(want int) int {
@@ -344,10 +373,7 @@ func TestFaults(t *testing.T) {
 			p.kill9()
 			p = s.start("a")
 		}
-		if err := <-produced; err != nil {
-			t.Fatal(err)
-		}
-		s.waitDistinct(n, 3*time.Minute)
+		s.landed(produced, n)
 		p.term()
 		dups := s.report(n)
 		// Duplicates can only come from what was inserted but not yet
@@ -361,18 +387,8 @@ func TestFaults(t *testing.T) {
 		s := e.scenario(t, "chdown", 4)
 		produced := s.produce(0, n, prof.rate)
 		p := s.start("a")
-		time.Sleep(2 * time.Second)
-		if err := e.ch.Stop(); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(prof.chOutage)
-		if err := e.ch.Start(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		if err := <-produced; err != nil {
-			t.Fatal(err)
-		}
-		s.waitDistinct(n, 3*time.Minute)
+		s.outage(e.ch, 2*time.Second, prof.chOutage)
+		s.landed(produced, n)
 		p.term()
 		if dups := s.report(n); dups != 0 {
 			t.Logf("%d duplicates after the outage (retried inserts whose first attempt had landed)", dups)
@@ -383,18 +399,8 @@ func TestFaults(t *testing.T) {
 		s := e.scenario(t, "brokerrestart", 4)
 		produced := s.produce(0, n, prof.rate)
 		p := s.start("a")
-		time.Sleep(3 * time.Second)
-		if err := e.kafka.Stop(); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(3 * time.Second)
-		if err := e.kafka.Start(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		if err := <-produced; err != nil {
-			t.Fatal(err)
-		}
-		s.waitDistinct(n, 3*time.Minute)
+		s.outage(e.kafka, 3*time.Second, 3*time.Second)
+		s.landed(produced, n)
 		p.term()
 		s.report(n)
 	})
@@ -407,10 +413,7 @@ func TestFaults(t *testing.T) {
 		b := s.start("b")
 		time.Sleep(time.Duration(float64(n) / float64(prof.rate) / 3 * float64(time.Second)))
 		b.term()
-		if err := <-produced; err != nil {
-			t.Fatal(err)
-		}
-		s.waitDistinct(n, 3*time.Minute)
+		s.landed(produced, n)
 		a.term()
 		if dups := s.report(n); dups != 0 {
 			t.Errorf("%d duplicates across a clean join and leave, want 0", dups)
@@ -424,10 +427,7 @@ func TestFaults(t *testing.T) {
 		time.Sleep(time.Duration(float64(n) / float64(prof.rate) / 2 * float64(time.Second)))
 		p.term()
 		p = s.start("a")
-		if err := <-produced; err != nil {
-			t.Fatal(err)
-		}
-		s.waitDistinct(n, 3*time.Minute)
+		s.landed(produced, n)
 		p.term()
 		if dups := s.report(n); dups != 0 {
 			t.Errorf("%d duplicates across SIGTERM and restart, want 0", dups)

@@ -18,7 +18,7 @@ type metrics struct {
 	insertSeconds *prometheus.HistogramVec
 }
 
-func newMetrics() *metrics {
+func newMetrics(p *Pipeline) *metrics {
 	m := &metrics{
 		registry: prometheus.NewRegistry(),
 		moduleSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -32,13 +32,12 @@ func newMetrics() *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14),
 		}, []string{"table", "outcome"}),
 	}
-	m.registry.MustRegister(m.moduleSeconds, m.insertSeconds, prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	m.registry.MustRegister(m.moduleSeconds, m.insertSeconds, &collector{p: p}, prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }
 
 // Handler serves /metrics (Prometheus text), /healthz and /readyz.
 func (p *Pipeline) Handler() http.Handler {
-	p.metrics.registry.MustRegister(&collector{p: p})
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(p.metrics.registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {

@@ -26,16 +26,19 @@ import (
 
 // Pipeline is one configured Kafka → module → ClickHouse pipeline.
 type Pipeline struct {
-	cfg     Config
-	log     *slog.Logger
-	rt      *wasmhost.Runtime
-	routes  []*route
-	byTopic map[string]*route
-	store   *tenancy.Store // nil without tenants
-	sink    *clickhouse.Sink
-	client  *kgo.Client
-	dlq     *deadLetter
-	stats   stats
+	cfg Config
+	log *slog.Logger
+	rt  *wasmhost.Runtime
+	// rtConfig makes throwaway runtimes for checking uploads and
+	// activations, so that modules never run do not stay loaded in rt.
+	rtConfig wasmhost.Config
+	routes   []*route
+	byTopic  map[string]*route
+	store    *tenancy.Store // nil without tenants
+	sink     *clickhouse.Sink
+	client   *kgo.Client
+	dlq      *deadLetter
+	stats    stats
 
 	tracer  trace.Tracer
 	metrics *metrics
@@ -94,8 +97,8 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) (*Pi
 		byTopic: map[string]*route{},
 		failed:  make(chan struct{}),
 		tracer:  o.tracerProvider.Tracer(tracerName),
-		metrics: newMetrics(),
 	}
+	p.metrics = newMetrics(p)
 	p.workCtx, p.cancelWork = context.WithCancel(context.Background())
 	if cfg.MemoryLimit > 0 && os.Getenv("GOMEMLIMIT") == "" {
 		debug.SetMemoryLimit(cfg.MemoryLimit)
@@ -136,7 +139,8 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) (*Pi
 	if cacheDir == "off" {
 		cacheDir = ""
 	}
-	if p.rt, err = wasmhost.NewRuntime(ctx, wasmhost.Config{CacheDir: cacheDir, Logger: log}); err != nil {
+	p.rtConfig = wasmhost.Config{CacheDir: cacheDir, Logger: log}
+	if p.rt, err = wasmhost.NewRuntime(ctx, p.rtConfig); err != nil {
 		return nil, err
 	}
 	// A module that refuses its tables fails startup, not the first batch.

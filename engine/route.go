@@ -257,17 +257,16 @@ func (p *Pipeline) Tenants() map[string][]string {
 }
 
 // CheckUpload implements tenancy.Validator: the binary must be WebAssembly
-// for a supported ABI version, importing nothing forbidden.
+// for a supported ABI version, importing nothing forbidden, and load with
+// the tenant's limits.
 func (p *Pipeline) CheckUpload(ctx context.Context, tenant, pipeline string, wasm []byte) error {
 	r, err := p.findRoute(tenant, pipeline)
 	if err != nil {
 		return err
 	}
-	info, err := p.rt.Inspect(ctx, r.name, wasm)
-	if err != nil {
-		return err
-	}
-	return info.LoadErr
+	cfg := p.rtConfig
+	cfg.Limits = r.limits
+	return tenancy.CheckWasm(ctx, cfg, wasm)
 }
 
 // CheckActivation implements tenancy.Validator: the module compiles with
@@ -279,7 +278,14 @@ func (p *Pipeline) CheckActivation(ctx context.Context, tenant, pipeline string,
 	if err != nil {
 		return err
 	}
-	m, err := p.rt.LoadWithLimits(ctx, r.name, wasm, r.limits)
+	// A throwaway runtime: a refused module must not stay loaded. The
+	// compilation lands in the cache directory, so Activate reuses it.
+	rt, err := wasmhost.NewRuntime(ctx, p.rtConfig)
+	if err != nil {
+		return err
+	}
+	defer rt.Close(context.Background())
+	m, err := rt.LoadWithLimits(ctx, r.name, wasm, r.limits)
 	if err != nil {
 		return err
 	}

@@ -361,7 +361,7 @@ func TestTenantIsolation(t *testing.T) {
 	}
 	for _, want := range []string{
 		`sluice_module_failures_total{cause="deadline",module="acme/loop",pipeline="loop",tenant="acme"} `,
-		fmt.Sprintf(`sluice_module_rows_out_total{module="beta/logs",pipeline="logs",sha256=`),
+		`sluice_module_rows_out_total{module="beta/logs",pipeline="logs",sha256=`,
 	} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %q", want)

@@ -59,6 +59,14 @@ func TestParseTenants(t *testing.T) {
 	if lim.MemoryBytes != 16<<20 || lim.Deadline != 2*time.Second {
 		t.Errorf("acme limits over module.limits = %+v, want memory from the tenant and deadline from module", lim)
 	}
+	// Without budgets of their own, the two pipelines share
+	// kafka.max_inflight_bytes, and the memory limit follows their sum.
+	if b := cfg.pipelineBudget(cfg.Tenants[1]); b != 64<<20 {
+		t.Errorf("beta's pipeline budget = %d, want half of the default 128 MiB", b)
+	}
+	if cfg.MemoryLimit != 2*128<<20+256<<20 {
+		t.Errorf("memory_limit default = %d, want 2 × 128 MiB + 256 MiB", cfg.MemoryLimit)
+	}
 	if cfg.Admin.MaxModuleBytes != 32<<20 {
 		t.Errorf("admin.max_module_bytes default = %d", cfg.Admin.MaxModuleBytes)
 	}

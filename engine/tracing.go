@@ -137,20 +137,24 @@ func (p *Pipeline) startConsume(fp kgo.FetchTopicPartition) (context.Context, tr
 // traceSeal records a seal span for a chunk, linked to the batches whose
 // rows it carries.
 func (p *Pipeline) traceSeal(c *clickhouse.Chunk) {
-	var links []trace.Link
-	for _, a := range c.Acks {
-		if b, ok := a.(*batchAck); ok && b.span.IsValid() {
-			links = append(links, trace.Link{SpanContext: b.span})
-			if len(links) == maxSealLinks {
-				break
-			}
-		}
-	}
-	_, span := p.tracer.Start(context.Background(), "seal", trace.WithLinks(links...), trace.WithAttributes(
+	_, span := p.tracer.Start(context.Background(), "seal", trace.WithAttributes(
 		attrTable.String(c.Block.Table().FullName()),
 		attrRows.Int(c.Block.Rows()),
 		attrBytes.Int(c.Block.Size()),
 	))
+	// Links are added after the start, as in startConsume, so that an
+	// unsampled chunk does not walk its acks.
+	if span.IsRecording() {
+		links := 0
+		for _, a := range c.Acks {
+			if b, ok := a.(*batchAck); ok && b.span.IsValid() {
+				span.AddLink(trace.Link{SpanContext: b.span})
+				if links++; links == maxSealLinks {
+					break
+				}
+			}
+		}
+	}
 	span.End()
 }
 
@@ -163,17 +167,6 @@ func (p *Pipeline) observeInsert(e *clickhouse.InsertEvent) {
 		outcome = "error"
 	}
 	p.metrics.insertSeconds.WithLabelValues(e.Table, outcome).Observe(e.End.Sub(e.Start).Seconds())
-	var links []trace.Link
-	seen := map[*batchAck]bool{}
-	e.Acks(func(a clickhouse.Ack) bool {
-		b, ok := a.(*batchAck)
-		if !ok || seen[b] || !b.span.IsValid() {
-			return true
-		}
-		seen[b] = true
-		links = append(links, trace.Link{SpanContext: b.span})
-		return len(links) < maxFlushLinks
-	})
 	db, _, _ := strings.Cut(e.Table, ".")
 	shard := e.Shard
 	if shard == "" {
@@ -182,7 +175,6 @@ func (p *Pipeline) observeInsert(e *clickhouse.InsertEvent) {
 	_, span := p.tracer.Start(context.Background(), "flush",
 		trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithTimestamp(e.Start),
-		trace.WithLinks(links...),
 		trace.WithAttributes(
 			attrDBSystem.String("clickhouse"),
 			attrDBNamespace.String(db),
@@ -195,6 +187,18 @@ func (p *Pipeline) observeInsert(e *clickhouse.InsertEvent) {
 			attrDBBytes.Int(e.Bytes),
 			attrDBAttempt.Int(e.Attempt),
 		))
+	if span.IsRecording() {
+		seen := map[*batchAck]bool{}
+		e.Acks(func(a clickhouse.Ack) bool {
+			b, ok := a.(*batchAck)
+			if !ok || seen[b] || !b.span.IsValid() {
+				return true
+			}
+			seen[b] = true
+			span.AddLink(trace.Link{SpanContext: b.span})
+			return len(seen) < maxFlushLinks
+		})
+	}
 	if e.Err != nil {
 		span.RecordError(e.Err)
 		span.SetStatus(codes.Error, "insert failed")

@@ -70,18 +70,9 @@ func TestTraceTree(t *testing.T) {
 
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp), sdktrace.WithSampler(sdktrace.AlwaysSample()))
-	cfg := e.config(t, "trace-tree", topic)
-	ctx, cancel := context.WithCancel(context.Background())
-	p, err := engine.New(ctx, cfg, testLogger(t), engine.WithTracerProvider(tp))
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
+	_, stop := run(t, e.config(t, "trace-tree", topic), engine.WithTracerProvider(tp))
 	waitRows(t, e.ch, n, time.Minute)
-	cancel()
-	if err := <-done; err != nil {
+	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
 
@@ -267,17 +258,9 @@ func TestOTLPExportAndMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := e.config(t, "otlp", topic)
-	ctx, cancel := context.WithCancel(context.Background())
-	p, err := engine.New(ctx, cfg, testLogger(t), engine.WithTracerProvider(tp))
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
+	p, stop := run(t, e.config(t, "otlp", topic), engine.WithTracerProvider(tp))
 	metricsSrv := httptest.NewServer(p.Handler())
 	defer metricsSrv.Close()
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
 	waitRows(t, e.ch, n, time.Minute)
 	// Give the commit loop a tick so lag reaches 0.
 	time.Sleep(1500 * time.Millisecond)
@@ -313,8 +296,7 @@ func TestOTLPExportAndMetrics(t *testing.T) {
 			t.Fatalf("/readyz = %d %q 10 s after ClickHouse came back", code, why)
 		}
 	}
-	cancel()
-	if err := <-done; err != nil {
+	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
 	if err := shutdown(context.Background()); err != nil {

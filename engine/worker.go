@@ -166,8 +166,12 @@ func (w *partitionWorker) process(ctx context.Context, b polledBatch) error {
 	maxRecs, maxBytes := w.p.cfg.Module.MaxBatchRecords, int64(w.p.cfg.Module.MaxBatchBytes)
 	for recs := b.recs; len(recs) > 0; {
 		n, bytes := 0, int64(0)
-		for n < len(recs) && n < maxRecs && (n == 0 || bytes+recordBytes(recs[n]) <= maxBytes) {
-			bytes += recordBytes(recs[n])
+		for n < len(recs) && n < maxRecs {
+			rb := recordBytes(recs[n])
+			if n > 0 && bytes+rb > maxBytes {
+				break
+			}
+			bytes += rb
 			n++
 		}
 		if err := w.transform(ctx, recs[:n], b.ack); err != nil {
@@ -214,10 +218,12 @@ func (w *partitionWorker) transform(ctx context.Context, recs []*kgo.Record, ack
 	out, err := w.inst.Transform(ctx, &w.batch)
 	w.p.metrics.moduleSeconds.Observe(time.Since(started).Seconds())
 	if err != nil {
-		span.RecordError(err)
-		span.SetStatus(codes.Error, "instance failed")
-		span.SetAttributes(w.moduleAttrs()...)
-		span.SetAttributes(attrRecordsIn.Int(len(recs)))
+		if span.IsRecording() {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, "instance failed")
+			span.SetAttributes(w.moduleAttrs()...)
+			span.SetAttributes(attrRecordsIn.Int(len(recs)))
+		}
 		span.End()
 		var trap *wasmhost.TrapError
 		if !errors.As(err, &trap) {
@@ -238,8 +244,11 @@ func (w *partitionWorker) transform(ctx context.Context, recs []*kgo.Record, ack
 	}
 	rows, errored := 0, 0
 	defer func() {
-		span.SetAttributes(w.moduleAttrs()...)
-		span.SetAttributes(attrRecordsIn.Int(len(recs)), attrRowsOut.Int(rows), attrErrored.Int(errored))
+		// Build the attributes only for a span that records them.
+		if span.IsRecording() {
+			span.SetAttributes(w.moduleAttrs()...)
+			span.SetAttributes(attrRecordsIn.Int(len(recs)), attrRowsOut.Int(rows), attrErrored.Int(errored))
+		}
 		span.End()
 	}()
 	for i := 0; ; i++ {

@@ -114,7 +114,7 @@ func BenchmarkABIOverhead(b *testing.B) {
 	m := load(b, r, "wasmhost/testdata/noop", Limits{})
 	in := instantiate(b, m, advInit)
 	for _, n := range []int{1, 100, 1000} {
-		b.Run("batch="+itoa(n), func(b *testing.B) {
+		b.Run("batch="+strconv.Itoa(n), func(b *testing.B) {
 			batch := upperBatch(n)
 			if _, err := in.Transform(context.Background(), batch); err != nil {
 				b.Fatal(err)
@@ -136,8 +136,6 @@ func BenchmarkABIOverhead(b *testing.B) {
 		})
 	}
 }
-
-func itoa(n int) string { return strconv.Itoa(n) }
 
 // logsTable is examples/log-normalize/schema.sql as the host passes it.
 var logsTable = TableSchema{Name: "logs", Columns: []ColumnSchema{
@@ -234,7 +232,7 @@ func BenchmarkLogNormalizeC(b *testing.B) {
 	} {
 		b.Run(mode.name, func(b *testing.B) {
 			r := newTestRuntime(b, mode.cfg)
-			m := loadBytes(b, r, "log-normalize-c", cModuleWasm(b, logNormalizeC))
+			m := loadBytes(b, r, "log-normalize-c", cModuleWasm(b, logNormalizeC), Limits{})
 			cfg := InitConfig{Tables: []TableSchema{logsTable}}
 			in := instantiate(b, m, cfg)
 			native := cModuleNative(b, logNormalizeC)

@@ -2,6 +2,7 @@ package wasmhost
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"log/slog"
@@ -77,9 +78,15 @@ func newTestRuntime(tb testing.TB, cfg Config) *Runtime {
 	return r
 }
 
+// load loads the Go guest module at the repo-relative dir.
 func load(tb testing.TB, r *Runtime, dir string, lim Limits) *Module {
 	tb.Helper()
-	m, err := r.LoadWithLimits(context.Background(), filepath.Base(dir), moduleWasm(tb, dir), lim)
+	return loadBytes(tb, r, filepath.Base(dir), moduleWasm(tb, dir), lim)
+}
+
+func loadBytes(tb testing.TB, r *Runtime, name string, wasm []byte, lim Limits) *Module {
+	tb.Helper()
+	m, err := r.LoadWithLimits(context.Background(), name, wasm, lim)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -142,21 +149,10 @@ func advRow(row []byte) string {
 	if len(row) < 8 {
 		return fmt.Sprintf("short row %x", row)
 	}
-	off := uint64(0)
-	for i := 7; i >= 0; i-- {
-		off = off<<8 | uint64(row[i])
-	}
+	off := binary.LittleEndian.Uint64(row)
 	rest := row[8:]
-	n, k := uint64(0), 0
-	for shift := 0; k < len(rest); shift += 7 {
-		c := rest[k]
-		k++
-		n |= uint64(c&0x7F) << shift
-		if c&0x80 == 0 {
-			break
-		}
-	}
-	if k == 0 || uint64(len(rest)-k) != n {
+	n, k := binary.Uvarint(rest) // a String's length is a uvarint
+	if k <= 0 || uint64(len(rest)-k) != n {
 		return fmt.Sprintf("offset=%d bad value %x", off, rest)
 	}
 	return fmt.Sprintf("offset=%d,value=%s", off, rest[k:])

@@ -397,12 +397,13 @@ func (l *lineLogger) Write(p []byte) (int, error) {
 }
 
 func (l *lineLogger) emit() {
-	l.logLine(l.level, string(l.buf))
+	l.logLine(l.level, l.buf)
 	l.buf = l.buf[:0]
 }
 
-// logLine logs one line unless the rate limit drops it. l.mu is held.
-func (l *lineLogger) logLine(level slog.Level, msg string) {
+// logLine logs one line unless the rate limit drops it, copying msg only
+// then. l.mu is held.
+func (l *lineLogger) logLine(level slog.Level, msg []byte) {
 	now := time.Now()
 	if now.Sub(l.window) > logWindow {
 		if l.dropped > 0 {
@@ -411,7 +412,7 @@ func (l *lineLogger) logLine(level slog.Level, msg string) {
 		l.window, l.lines, l.dropped = now, 0, 0
 	}
 	if l.lines < logBurst {
-		l.log.Log(context.Background(), level, msg, "module", l.module, "stream", l.stream)
+		l.log.Log(context.Background(), level, string(msg), "module", l.module, "stream", l.stream)
 		l.lines++
 	} else {
 		l.dropped++
@@ -419,7 +420,7 @@ func (l *lineLogger) logLine(level slog.Level, msg string) {
 }
 
 // Log logs a line of the sluice.log import at its own level.
-func (l *lineLogger) Log(level slog.Level, msg string) {
+func (l *lineLogger) Log(level slog.Level, msg []byte) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.logLine(level, msg)

@@ -116,8 +116,6 @@ var (
 	// ErrMalformedOutput: the output payload does not follow the ABI's
 	// framing (the rows inside it are validated by the sink, per record).
 	ErrMalformedOutput = errors.New("malformed output")
-	// ErrInstanceFailed: a call on an instance that failed before.
-	ErrInstanceFailed = errors.New("the instance failed earlier and must be discarded")
 )
 
 // TrapError is an instance failure: a trap, a proc_exit, a limit, or output

@@ -51,15 +51,6 @@ func cModuleNative(tb testing.TB, repoRelDir string) *cnative.Module {
 	return m
 }
 
-func loadBytes(tb testing.TB, r *Runtime, name string, wasm []byte) *Module {
-	tb.Helper()
-	m, err := r.LoadWithLimits(context.Background(), name, wasm, Limits{})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return m
-}
-
 // recordResult is one record's outcome, comparable.
 type recordResult struct {
 	err  string
@@ -246,7 +237,7 @@ func linesBatch(lines [][]byte) *Batch {
 func TestLogNormalizeCMatchesGo(t *testing.T) {
 	r := newTestRuntime(t, Config{})
 	goMod := load(t, r, "examples/log-normalize", Limits{})
-	cMod := loadBytes(t, r, "log-normalize-c", cModuleWasm(t, logNormalizeC))
+	cMod := loadBytes(t, r, "log-normalize-c", cModuleWasm(t, logNormalizeC), Limits{})
 	native := cModuleNative(t, logNormalizeC)
 	cfg := InitConfig{Tables: []TableSchema{logsTable}}
 	goIn, cIn := instantiate(t, goMod, cfg), instantiate(t, cMod, cfg)
@@ -313,7 +304,7 @@ func equalResult(a, b recordResult) bool {
 func TestLogNormalizeCInit(t *testing.T) {
 	r := newTestRuntime(t, Config{})
 	goMod := load(t, r, "examples/log-normalize", Limits{})
-	cMod := loadBytes(t, r, "log-normalize-c", cModuleWasm(t, logNormalizeC))
+	cMod := loadBytes(t, r, "log-normalize-c", cModuleWasm(t, logNormalizeC), Limits{})
 	other := logsTable
 	other.Columns = append([]ColumnSchema{}, logsTable.Columns...)
 	other.Columns[2] = ColumnSchema{Name: "level", Type: "String"}

@@ -1,6 +1,7 @@
 package wasmhost
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -343,10 +344,10 @@ func (r *Runtime) guestLog(ctx context.Context, mod api.Module, level, ptr, n ui
 	case 3:
 		lvl = slog.LevelError
 	}
-	msg := strings.TrimRight(string(b), "\n")
+	msg := bytes.TrimRight(b, "\n")
 	if m, ok := r.instances.Load(mod.Name()); ok {
 		m.(*Module).logs.Log(lvl, msg) // rate-limited per module
 		return
 	}
-	r.log.Log(ctx, lvl, msg, "module", mod.Name())
+	r.log.Log(ctx, lvl, string(msg), "module", mod.Name())
 }

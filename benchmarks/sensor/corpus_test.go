@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -370,5 +371,24 @@ func TestQualityHash(t *testing.T) {
 	// 0.0 is eight zero bytes: reinterpretAsString drops them all.
 	if QualityHash(0) != hEmpty {
 		t.Error("QualityHash(0) is not the hash of the empty string")
+	}
+}
+
+// TestColumnsMatchDDL: the columns handed to the module are the table's.
+func TestColumnsMatchDDL(t *testing.T) {
+	var want []string
+	for _, c := range Columns {
+		want = append(want, c.Name+" "+c.Type)
+	}
+	ddl := DDL("t")
+	body := ddl[strings.IndexByte(ddl, '(')+1 : strings.Index(ddl, "ingest_ts")]
+	var got []string
+	for _, f := range strings.Split(body, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			got = append(got, f)
+		}
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("DDL columns\n\t%q\nColumns\n\t%q", got, want)
 	}
 }

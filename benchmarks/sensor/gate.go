@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/sluicehq/sluice/wasmhost"
 )
 
 // DDL is the ClickHouse 18.16 variant of the workload's target table: no
@@ -12,29 +14,42 @@ import (
 // send_ts_us an Int64 and ingest_ts a DateTime MATERIALIZED now(); the
 // column order and ORDER BY are otherwise the reference's.
 func DDL(table string) string {
-	return "CREATE TABLE " + table + ` (
+	return "CREATE TABLE " + table + " (" + eventColumns + `
+  batch_ts DateTime, batch_ts_ms UInt16, send_ts_us Int64,
+  ingest_ts DateTime MATERIALIZED now()
+) ENGINE = MergeTree ` + orderBy
+}
+
+// eventColumns are the columns before the timestamps, the same in DDL and
+// ModernDDL; orderBy is their sort key.
+const (
+	eventColumns = `
   batch_id UInt64, event_seq UInt16,
   sensor LowCardinality(String), region LowCardinality(String),
   name_upper LowCardinality(String), unit LowCardinality(String),
   value Int64, value_scaled Int64, quality Nullable(Float64),
-  tags Array(LowCardinality(String)),
-  batch_ts DateTime, batch_ts_ms UInt16, send_ts_us Int64,
-  ingest_ts DateTime MATERIALIZED now()
-) ENGINE = MergeTree ORDER BY (sensor, batch_ts, batch_id, event_seq)`
+  tags Array(LowCardinality(String)),`
+	orderBy = "ORDER BY (sensor, batch_ts, batch_id, event_seq)"
+)
+
+// Columns are DDL's columns as the host hands them to the module at init
+// (ingest_ts, which ClickHouse fills, left out).
+var Columns = []wasmhost.ColumnSchema{
+	{Name: "batch_id", Type: "UInt64"}, {Name: "event_seq", Type: "UInt16"},
+	{Name: "sensor", Type: "LowCardinality(String)"}, {Name: "region", Type: "LowCardinality(String)"},
+	{Name: "name_upper", Type: "LowCardinality(String)"}, {Name: "unit", Type: "LowCardinality(String)"},
+	{Name: "value", Type: "Int64"}, {Name: "value_scaled", Type: "Int64"}, {Name: "quality", Type: "Nullable(Float64)"},
+	{Name: "tags", Type: "Array(LowCardinality(String))"},
+	{Name: "batch_ts", Type: "DateTime"}, {Name: "batch_ts_ms", Type: "UInt16"}, {Name: "send_ts_us", Type: "Int64"},
 }
 
 // ModernDDL is the reference table of a modern ClickHouse (DateTime64),
 // which the module also writes; this machine's 18.16 cannot create it.
 func ModernDDL(table string) string {
-	return "CREATE TABLE " + table + ` (
-  batch_id UInt64, event_seq UInt16,
-  sensor LowCardinality(String), region LowCardinality(String),
-  name_upper LowCardinality(String), unit LowCardinality(String),
-  value Int64, value_scaled Int64, quality Nullable(Float64),
-  tags Array(LowCardinality(String)),
+	return "CREATE TABLE " + table + " (" + eventColumns + `
   batch_ts DateTime64(3), send_ts DateTime64(6),
   ingest_ts DateTime64(6) MATERIALIZED now64(6)
-) ENGINE = MergeTree ORDER BY (sensor, batch_ts, batch_id, event_seq)
+) ENGINE = MergeTree ` + orderBy + `
 SETTINGS non_replicated_deduplication_window = 1000`
 }
 

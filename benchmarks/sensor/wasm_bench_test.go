@@ -12,16 +12,6 @@ import (
 	"github.com/sluicehq/sluice/wasmhost"
 )
 
-// columns18 is the 18.16 table as the host hands it to the module.
-var columns18 = []wasmhost.ColumnSchema{
-	{Name: "batch_id", Type: "UInt64"}, {Name: "event_seq", Type: "UInt16"},
-	{Name: "sensor", Type: "LowCardinality(String)"}, {Name: "region", Type: "LowCardinality(String)"},
-	{Name: "name_upper", Type: "LowCardinality(String)"}, {Name: "unit", Type: "LowCardinality(String)"},
-	{Name: "value", Type: "Int64"}, {Name: "value_scaled", Type: "Int64"}, {Name: "quality", Type: "Nullable(Float64)"},
-	{Name: "tags", Type: "Array(LowCardinality(String))"},
-	{Name: "batch_ts", Type: "DateTime"}, {Name: "batch_ts_ms", Type: "UInt16"}, {Name: "send_ts_us", Type: "Int64"},
-}
-
 // BenchmarkModuleWasm runs the sensor-batch modules in wazero through
 // wasmhost, as a partition worker does, on 1000 batches in calls of 200
 // records; compare with BenchmarkModule in examples/sensor-batch and
@@ -63,7 +53,7 @@ func BenchmarkModuleWasm(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			in, err := m.Instantiate(ctx, wasmhost.InitConfig{Tables: []wasmhost.TableSchema{{Name: "sensor_events", Columns: columns18}}})
+			in, err := m.Instantiate(ctx, wasmhost.InitConfig{Tables: []wasmhost.TableSchema{{Name: "sensor_events", Columns: Columns}}})
 			if err != nil {
 				b.Fatal(err)
 			}

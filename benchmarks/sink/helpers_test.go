@@ -1,6 +1,7 @@
 package sink_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -8,7 +9,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -286,62 +286,22 @@ func drainRun(b *testing.B, cfg clickhouse.Config, table string, ds *dataset, ro
 }
 
 // serverCPU is the CPU time (user + system, all threads) the server process
-// has used, read from /proc/<pid>/stat. The pid is found by the server's
-// config path, which holds its private directory.
+// has used.
 func serverCPU(b testing.TB, srv *testinfra.ClickHouse) time.Duration {
 	b.Helper()
-	pid := serverPID(b, srv)
-	raw, err := os.ReadFile(filepath.Join("/proc", pid, "stat"))
+	d, err := testinfra.CPUTime(srv.PID())
 	if err != nil {
 		b.Fatal(err)
 	}
-	// Fields after the parenthesised command name; utime and stime are the
-	// 14th and 15th fields of the whole line.
-	rest := string(raw[strings.LastIndexByte(string(raw), ')')+2:])
-	f := strings.Fields(rest)
-	utime, _ := strconv.ParseInt(f[11], 10, 64)
-	stime, _ := strconv.ParseInt(f[12], 10, 64)
-	const clkTck = 100 // USER_HZ on Linux
-	return time.Duration(utime+stime) * time.Second / clkTck
+	return d
 }
 
-func serverPID(b testing.TB, srv *testinfra.ClickHouse) string {
-	b.Helper()
-	want := "--config-file=" + filepath.Join(srv.Dir, "config.xml")
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, e := range entries {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		cmd, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil {
-			continue
-		}
-		if strings.Contains(string(cmd), want) {
-			return e.Name()
-		}
-	}
-	b.Fatalf("no process with %s", want)
-	return ""
-}
-
-func median(v []float64) float64 {
+func median[T cmp.Ordered](v []T) T {
 	s := slices.Clone(v)
 	slices.Sort(s)
 	if len(s) == 0 {
-		return 0
-	}
-	return s[len(s)/2]
-}
-
-func medianDur(v []time.Duration) time.Duration {
-	s := slices.Clone(v)
-	slices.Sort(s)
-	if len(s) == 0 {
-		return 0
+		var zero T
+		return zero
 	}
 	return s[len(s)/2]
 }

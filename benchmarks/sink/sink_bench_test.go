@@ -327,7 +327,7 @@ func BenchmarkSinkSweep(b *testing.B) {
 			ins = append(ins, float64(st.Inserts)/(warm+measure).Seconds())
 			execT(b, srv, "DROP TABLE "+name)
 		}
-		return median(rs), medianDur(p50s), medianDur(p99s), median(ins)
+		return median(rs), median(p50s), median(p99s), median(ins)
 	}
 	row := func(sb *strings.Builder, label string, rps float64, p50, p99 time.Duration, inserts float64) {
 		fmt.Fprintf(sb, "| %s | %.0f | %d | %d | %.1f |\n", label, rps, p50.Milliseconds(), p99.Milliseconds(), inserts)

@@ -181,7 +181,7 @@ func cmdModuleClient(verb string, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(out, "deleted %s %s\n", where, pos[0])
 	case "ls":
 		if asJSON {
-			raw, err := c.raw(ctx, "GET", base+"/modules")
+			raw, err := c.send(ctx, "GET", base+"/modules", nil, -1)
 			if err != nil {
 				return fail(err)
 			}
@@ -360,10 +360,6 @@ func (c *apiClient) call(ctx context.Context, method, path string, body io.Reade
 	return nil
 }
 
-func (c *apiClient) raw(ctx context.Context, method, path string) ([]byte, error) {
-	return c.send(ctx, method, path, nil, -1)
-}
-
 // send makes a request; path is escaped and may carry a query.
 func (c *apiClient) send(ctx context.Context, method, path string, body io.Reader, size int64) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, method, c.base.String()+path, body)
@@ -495,10 +491,6 @@ func cmdToken(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintln(stdout, tenancy.HashToken(token))
 		return 0
-	case "help", "-h", "-help", "--help":
-		fmt.Fprint(stdout, tokenUsage)
-		return 0
 	}
-	fmt.Fprintf(stderr, "sluice token: unknown command %q\n\n%s", args[0], tokenUsage)
-	return 2
+	return helpOrUnknown("sluice token", args[0], tokenUsage, stdout, stderr)
 }

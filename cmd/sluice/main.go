@@ -55,11 +55,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "version", "-version", "--version":
 		fmt.Fprintln(stdout, "sluice", version)
 		return 0
+	}
+	return helpOrUnknown("sluice", args[0], usage, stdout, stderr)
+}
+
+// helpOrUnknown answers a subcommand that prog does not run: a request
+// for help prints usage (exit 0), anything else is bad usage (exit 2).
+func helpOrUnknown(prog, cmd, usage string, stdout, stderr io.Writer) int {
+	switch cmd {
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
 	}
-	fmt.Fprintf(stderr, "sluice: unknown command %q\n\n%s", args[0], usage)
+	fmt.Fprintf(stderr, "%s: unknown command %q\n\n%s", prog, cmd, usage)
 	return 2
 }
 

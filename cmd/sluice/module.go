@@ -21,6 +21,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/sluicehq/sluice/internal/chsql"
 	"github.com/sluicehq/sluice/sinks/clickhouse"
 	"github.com/sluicehq/sluice/wasmhost"
 )
@@ -56,12 +57,8 @@ func cmdModule(args []string, stdout, stderr io.Writer) int {
 		return cmdModuleInspect(args[1:], stdout, stderr)
 	case "push", "ls", "activate", "rollback", "rm":
 		return cmdModuleClient(args[0], args[1:], stdout, stderr)
-	case "help", "-h", "-help", "--help":
-		fmt.Fprint(stdout, moduleUsage)
-		return 0
 	}
-	fmt.Fprintf(stderr, "sluice module: unknown command %q\n\n%s", args[0], moduleUsage)
-	return 2
+	return helpOrUnknown("sluice module", args[0], moduleUsage, stdout, stderr)
 }
 
 // repeated is a flag that may be given several times.
@@ -375,7 +372,7 @@ func parseCreateTable(ddl string) (string, []clickhouse.Column, error) {
 		return "", nil, fmt.Errorf("table %s: unbalanced parentheses or quotes", name)
 	}
 	var cols []clickhouse.Column
-	for _, def := range splitTopLevel(body[1 : len(body)-1]) {
+	for _, def := range chsql.SplitTopLevel(body[1 : len(body)-1]) {
 		c := &ddlScanner{s: def}
 		switch strings.ToUpper(c.word()) {
 		case "INDEX", "CONSTRAINT", "PROJECTION", "PRIMARY":
@@ -396,7 +393,7 @@ func parseCreateTable(ddl string) (string, []clickhouse.Column, error) {
 			kind = k
 		}
 		if inner, ok := strings.CutPrefix(typ, "Nested("); ok {
-			for _, field := range splitTopLevel(strings.TrimSuffix(inner, ")")) {
+			for _, field := range chsql.SplitTopLevel(strings.TrimSuffix(inner, ")")) {
 				f := &ddlScanner{s: field}
 				fname := f.ident()
 				ftyp, ok := f.typeExpr()
@@ -421,7 +418,7 @@ func stripComments(s string) string {
 	for i := 0; i < len(s); i++ {
 		switch c := s[i]; {
 		case c == '\'' || c == '`' || c == '"':
-			end := quoteEnd(s, i)
+			end := chsql.QuoteEnd(s, i)
 			if end < 0 {
 				end = len(s)
 			}
@@ -500,26 +497,15 @@ func (d *ddlScanner) keyword(kw string) bool {
 
 // ident reads a bare, `backquoted` or "double-quoted" identifier.
 func (d *ddlScanner) ident() string {
-	switch q := d.peek(); q {
+	switch d.peek() {
 	case '`', '"':
-		var b strings.Builder
-		for i := d.pos + 1; i < len(d.s); i++ {
-			switch c := d.s[i]; {
-			case c == '\\' && i+1 < len(d.s):
-				i++
-				b.WriteByte(d.s[i])
-			case c == q && i+1 < len(d.s) && d.s[i+1] == q:
-				i++
-				b.WriteByte(q)
-			case c == q:
-				d.pos = i + 1
-				return b.String()
-			default:
-				b.WriteByte(c)
-			}
+		text, end := chsql.Unquote(d.s, d.pos)
+		if end < 0 {
+			d.pos = len(d.s)
+			return ""
 		}
-		d.pos = len(d.s)
-		return ""
+		d.pos = end
+		return text
 	}
 	return d.word()
 }
@@ -532,7 +518,7 @@ func (d *ddlScanner) balanced() (string, bool) {
 	for d.pos < len(d.s) {
 		switch c := d.s[d.pos]; c {
 		case '\'', '`', '"':
-			end := quoteEnd(d.s, d.pos)
+			end := chsql.QuoteEnd(d.s, d.pos)
 			if end < 0 {
 				return "", false
 			}
@@ -550,24 +536,6 @@ func (d *ddlScanner) balanced() (string, bool) {
 		d.pos++
 	}
 	return "", false
-}
-
-// quoteEnd returns the index just past the quoted string starting at i.
-func quoteEnd(s string, i int) int {
-	q := s[i]
-	for j := i + 1; j < len(s); j++ {
-		switch s[j] {
-		case '\\':
-			j++
-		case q:
-			if j+1 < len(s) && s[j+1] == q {
-				j++
-				continue
-			}
-			return j + 1
-		}
-	}
-	return -1
 }
 
 // typeExpr reads a type: a name and, if a parenthesis follows, its
@@ -598,7 +566,7 @@ func normalizeType(s string) string {
 		c := s[i]
 		switch {
 		case c == '\'' || c == '`' || c == '"':
-			end := quoteEnd(s, i)
+			end := chsql.QuoteEnd(s, i)
 			if end < 0 {
 				end = len(s)
 			}
@@ -627,58 +595,51 @@ func normalizeType(s string) string {
 	return strings.ReplaceAll(strings.ReplaceAll(b.String(), ",  ", ", "), "=  ", "= ")
 }
 
-// splitTopLevel splits s at the commas outside parentheses and quotes.
-func splitTopLevel(s string) []string {
-	var out []string
-	depth, start := 0, 0
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; c {
-		case '\'', '`', '"':
-			if end := quoteEnd(s, i); end > 0 {
-				i = end - 1
-			}
-		case '(':
-			depth++
-		case ')':
-			depth--
-		case ',':
-			if depth == 0 {
-				out = append(out, strings.TrimSpace(s[start:i]))
-				start = i + 1
-			}
-		}
-	}
-	if rest := strings.TrimSpace(s[start:]); rest != "" {
-		out = append(out, rest)
-	}
-	return out
-}
-
-// rowPrinter renders RowBinary rows of a table as JSON objects.
+// rowPrinter renders RowBinary rows of a table as JSON objects. Its
+// buffer and encoder are reused from row to row.
 type rowPrinter struct {
 	table string
 	names []string
+	keys  []string // the names as JSON, `"name": `
 	cols  []valueType
+	buf   bytes.Buffer
+	enc   *json.Encoder // writes to buf, without escaping <, > and & (not HTML)
 }
 
 func newRowPrinter(table string, cols []clickhouse.Column) (*rowPrinter, error) {
 	p := &rowPrinter{table: table}
+	p.enc = json.NewEncoder(&p.buf)
+	p.enc.SetEscapeHTML(false)
 	for _, c := range cols {
 		t, err := parseValueType(c.Type)
 		if err != nil {
 			return nil, fmt.Errorf("column %s: %w", c.Name, err)
 		}
+		p.buf.Reset()
+		if err := p.encode(c.Name); err != nil {
+			return nil, fmt.Errorf("column %s: %w", c.Name, err)
+		}
 		p.names = append(p.names, c.Name)
+		p.keys = append(p.keys, p.buf.String()+": ")
 		p.cols = append(p.cols, t)
 	}
 	return p, nil
 }
 
+// encode appends v to the buffer as JSON.
+func (p *rowPrinter) encode(v any) error {
+	if err := p.enc.Encode(v); err != nil {
+		return err
+	}
+	p.buf.Truncate(p.buf.Len() - 1) // the newline Encode ends with
+	return nil
+}
+
 // format renders one row as `table {"col": value, …}`.
 func (p *rowPrinter) format(row []byte) (string, error) {
-	var b strings.Builder
-	b.WriteString(p.table)
-	b.WriteString(" {")
+	p.buf.Reset()
+	p.buf.WriteString(p.table)
+	p.buf.WriteString(" {")
 	rest := row
 	for i, t := range p.cols {
 		v, n, err := t.decode(rest)
@@ -687,33 +648,18 @@ func (p *rowPrinter) format(row []byte) (string, error) {
 		}
 		rest = rest[n:]
 		if i > 0 {
-			b.WriteString(", ")
+			p.buf.WriteString(", ")
 		}
-		name, _ := jsonText(p.names[i])
-		b.Write(name)
-		b.WriteString(": ")
-		text, err := jsonText(v)
-		if err != nil {
+		p.buf.WriteString(p.keys[i])
+		if err := p.encode(v); err != nil {
 			return "", err
 		}
-		b.Write(text)
 	}
 	if len(rest) != 0 {
 		return "", fmt.Errorf("row for %s: %d bytes past the last column", p.table, len(rest))
 	}
-	b.WriteString("}")
-	return b.String(), nil
-}
-
-// jsonText is v as JSON, without escaping <, > and & (not HTML).
-func jsonText(v any) ([]byte, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+	p.buf.WriteString("}")
+	return p.buf.String(), nil
 }
 
 // valueType decodes one RowBinary value of a ClickHouse type into a value
@@ -754,7 +700,7 @@ func parseValueType(typ string) (valueType, error) {
 		}
 		t.width = n
 	case "DateTime", "DateTime64":
-		parts := splitTopLevel(args)
+		parts := chsql.SplitTopLevel(args)
 		t.loc = time.UTC
 		if name == "DateTime64" {
 			if len(parts) == 0 {
@@ -773,7 +719,7 @@ func parseValueType(typ string) (valueType, error) {
 			}
 		}
 	case "Decimal", "Decimal32", "Decimal64", "Decimal128", "Decimal256":
-		parts := splitTopLevel(args)
+		parts := chsql.SplitTopLevel(args)
 		var p, s int
 		var err error
 		switch {
@@ -803,7 +749,7 @@ func parseValueType(typ string) (valueType, error) {
 		}
 	case "Enum8", "Enum16":
 		t.enum = map[int64]string{}
-		for _, part := range splitTopLevel(args) {
+		for _, part := range chsql.SplitTopLevel(args) {
 			eq := strings.LastIndexByte(part, '=')
 			if eq < 0 {
 				return t, fmt.Errorf("type %s: enum element %q has no value", typ, part)
@@ -813,8 +759,10 @@ func parseValueType(typ string) (valueType, error) {
 				return t, fmt.Errorf("type %s: %w", typ, err)
 			}
 			label := strings.TrimSpace(part[:eq])
-			if uq, err := strconv.Unquote("\"" + strings.Trim(label, "'") + "\""); err == nil {
-				label = uq
+			if strings.HasPrefix(label, "'") {
+				if text, end := chsql.Unquote(label, 0); end == len(label) {
+					label = text
+				}
 			}
 			t.enum[v] = label
 		}
@@ -850,6 +798,18 @@ func (t *valueType) decode(b []byte) (any, int, error) {
 	case "uint", "int", "decimal":
 		if err := need(t.width); err != nil {
 			return nil, 0, err
+		}
+		if t.kind != "decimal" && t.width <= 8 {
+			// The common integers fit a machine word: no big.Int.
+			var u uint64
+			for i := t.width - 1; i >= 0; i-- {
+				u = u<<8 | uint64(b[i])
+			}
+			if t.signed {
+				shift := 64 - 8*t.width
+				return int64(u<<shift) >> shift, t.width, nil
+			}
+			return u, t.width, nil
 		}
 		n := littleEndianInt(b[:t.width], t.signed)
 		if t.kind == "decimal" {

@@ -3,11 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -160,8 +163,14 @@ tenants:
 	if code := run([]string{"module", "ls", "-server", url, "-token", token}, &stdout, &stderr); code != 0 {
 		t.Fatalf("module ls: exit %d: %s", code, stderr.String())
 	}
-	if !strings.Contains(stdout.String(), "acme/events") {
-		t.Errorf("module ls output lacks the pipeline:\n%s", stdout.String())
+	bin, err := os.ReadFile(wasm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(bin)
+	active := regexp.MustCompile(`(?m)^\*\s+` + hex.EncodeToString(sum[:])[:16] + `\s`)
+	if ls := stdout.String(); !strings.Contains(ls, "acme/events: 1 version(s)\n") || !active.MatchString(ls) {
+		t.Errorf("module ls does not list the pushed version as active:\n%s", ls)
 	}
 	if code, _, _ := runCLI(t, "module", "ls", "-server", url, "-token", "wrong"); code == 0 {
 		t.Error("module ls with a wrong token exited 0")

@@ -434,12 +434,10 @@ func (s *server) activate(w http.ResponseWriter, r *http.Request, ev *auditEvent
 		return
 	}
 	defer s.lockPipeline(ev.tenant, ev.pipeline)()
-	v, err := s.opts.Store.Resolve(ev.tenant, ev.pipeline, ev.sha)
-	if err != nil {
-		s.fail(w, r, ev, storeStatus(err), err.Error())
+	v, ok := s.resolve(w, r, ev)
+	if !ok {
 		return
 	}
-	ev.sha = v.SHA256
 	prev, hadPrev := s.opts.Store.Active(ev.tenant, ev.pipeline)
 	if hadPrev && prev.SHA256 == v.SHA256 {
 		writeJSON(w, http.StatusOK, ActivateResponse{Active: v, Previous: &prev})
@@ -547,18 +545,28 @@ func (s *server) delete(w http.ResponseWriter, r *http.Request, ev *auditEvent) 
 		return
 	}
 	defer s.lockPipeline(ev.tenant, ev.pipeline)()
-	v, err := s.opts.Store.Resolve(ev.tenant, ev.pipeline, ev.sha)
-	if err != nil {
-		s.fail(w, r, ev, storeStatus(err), err.Error())
+	v, ok := s.resolve(w, r, ev)
+	if !ok {
 		return
 	}
-	ev.sha = v.SHA256
 	if err := s.opts.Store.Delete(ev.tenant, ev.pipeline, v.SHA256); err != nil {
 		s.fail(w, r, ev, storeStatus(err), err.Error())
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
 	s.record(r, ev, http.StatusNoContent, "")
+}
+
+// resolve finds the version the path's reference names and audits it by
+// its full sha256, or answers why there is none.
+func (s *server) resolve(w http.ResponseWriter, r *http.Request, ev *auditEvent) (Version, bool) {
+	v, err := s.opts.Store.Resolve(ev.tenant, ev.pipeline, ev.sha)
+	if err != nil {
+		s.fail(w, r, ev, storeStatus(err), err.Error())
+		return Version{}, false
+	}
+	ev.sha = v.SHA256
+	return v, true
 }
 
 // storeStatus is the HTTP status of a Store error.

@@ -774,23 +774,16 @@ static int parse_exponent(const uint8_t *s, size_t n, size_t e, int64_t *out) {
 	for (; k < n; k++)
 		if (s[k] < '0' || s[k] > '9')
 			return 0;
+	/* strtod needs a C string; long mantissas are legal, so it may not fit buf. */
 	char buf[64];
-	if (n >= sizeof buf) { /* long mantissas are legal; strtod needs a C string */
-		char *heap = malloc(n + 1);
-		if (!heap)
-			abort();
-		memcpy(heap, s, n);
-		heap[n] = 0;
-		double f = strtod(heap, NULL);
-		free(heap);
-		if (!(f <= 9.2e18 && f >= -9.2e18))
-			return 0;
-		*out = epoch_units((int64_t)f, f < 0 && (double)(int64_t)f != f);
-		return 1;
-	}
-	memcpy(buf, s, n);
-	buf[n] = 0;
-	double f = strtod(buf, NULL);
+	char *c = n < sizeof buf ? buf : malloc(n + 1);
+	if (!c)
+		abort();
+	memcpy(c, s, n);
+	c[n] = 0;
+	double f = strtod(c, NULL);
+	if (c != buf)
+		free(c);
 	if (!(f <= 9.2e18 && f >= -9.2e18))
 		return 0;
 	*out = epoch_units((int64_t)f, f < 0 && (double)(int64_t)f != f);

@@ -169,20 +169,7 @@ func TestInitRefusesOtherSchemas(t *testing.T) {
 // decoding and row writing around normalize.Normalize, for the 18 valid
 // lines of sample.jsonl.
 func BenchmarkModule(b *testing.B) {
-	recs := sampleRecords(b)[:18]
-	batch := sluicetest.BatchPayload("logs", 0, recs)
-	in := newInstance(b, logsTable)
-	in.Transform(batch)
-	b.SetBytes(int64(len(batch)))
-	b.ReportAllocs()
-	cpu0 := cpuTime()
-	for b.Loop() {
-		in.Transform(batch)
-	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(recs)), "ns/record")
-	if cpu0 > 0 {
-		b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/float64(b.N*len(recs)), "cpu-ns/record")
-	}
+	benchTransform(b, sampleRecords(b)[:18])
 }
 
 // BenchmarkModuleBatch is the native baseline of wasmhost's
@@ -196,6 +183,12 @@ func BenchmarkModuleBatch(b *testing.B) {
 		recs[i] = sample[i%len(sample)]
 		recs[i].Offset = int64(i)
 	}
+	benchTransform(b, recs)
+}
+
+// benchTransform times the module's Transform of recs as one batch and
+// reports the wall and CPU time per record.
+func benchTransform(b *testing.B, recs []sluicetest.Record) {
 	batch := sluicetest.BatchPayload("logs", 0, recs)
 	in := newInstance(b, logsTable)
 	in.Transform(batch)

@@ -8,8 +8,6 @@
 package main
 
 import (
-	"runtime"
-
 	"github.com/sluicehq/sluice/examples/sensor-batch-json/jsonbatch"
 	"github.com/sluicehq/sluice/examples/sensor-batch/sensor"
 	"github.com/sluicehq/sluice/examples/sensor-batch/table"
@@ -26,8 +24,6 @@ type module struct {
 	dec    jsonbatch.Decoder
 	hdr    sensor.Header
 	ev     sensor.Event
-	upper  []byte // name_upper, reused
-	n      int    // records seen, for yieldNow
 }
 
 // Init finds sensor_events (or the table the "table" parameter names) and
@@ -41,9 +37,7 @@ func (m *module) Init(cfg *sluice.Config) (err error) {
 // well-formed batch, or whose values do not fit the table, is
 // dead-lettered with the reason, and none of its rows is written.
 func (m *module) Transform(rec *sluice.Record, out *sluice.Output) error {
-	if m.n++; m.n%16 == 0 {
-		yieldNow()
-	}
+	m.target.Yield()
 	h, e := &m.hdr, &m.ev
 	if err := m.dec.Reset(rec.Value, h); err != nil {
 		return err
@@ -52,26 +46,9 @@ func (m *module) Transform(rec *sluice.Record, out *sluice.Output) error {
 		return err
 	}
 	for m.dec.Next(e) {
-		if err := sensor.CheckSeq(e); err != nil {
-			return err
-		}
-		if !sensor.Keep(e) {
-			continue
-		}
-		m.upper = sensor.AppendUpper(m.upper[:0], e.Name)
-		if err := m.target.Write(out, h, e, m.upper); err != nil {
+		if err := m.target.WriteEvent(out, h, e); err != nil {
 			return err
 		}
 	}
 	return m.dec.Err()
 }
-
-// yieldNow lets the Go runtime's other goroutines run. A reactor module's
-// exports never block, so its background GC worker runs only when the
-// module yields: a GC cycle started by a buffer's growth would otherwise
-// never finish, and the write barrier it turns on would stay on for good,
-// making every pointer store dear (3x slower end to end here; see
-// benchmarks/README.md). Yielding when no GC is running costs nothing
-// measurable. This belongs in the guest SDK; until it is there, the
-// module does it.
-func yieldNow() { runtime.Gosched() }

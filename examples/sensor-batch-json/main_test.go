@@ -1,8 +1,6 @@
 package main
 
 import (
-	"os"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -23,16 +21,11 @@ func TestGolden(t *testing.T) {
 
 func run(t *testing.T, values ...string) []sluicetest.Result {
 	t.Helper()
-	in := tabletest.NewInstance(t, &module{}, nil, tabletest.Table18)
 	msgs := make([][]byte, len(values))
 	for i, v := range values {
 		msgs[i] = []byte(v)
 	}
-	res, err := sluicetest.DecodeOutput(in.Transform(sluicetest.BatchPayload("sensor", 0, tabletest.Records(msgs))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res
+	return tabletest.Results(t, tabletest.NewInstance(t, &module{}, nil, tabletest.Table18), msgs)
 }
 
 func rowsOf(t *testing.T, r sluicetest.Result) []string {
@@ -117,52 +110,15 @@ func TestMalformed(t *testing.T) {
 
 // TestEveryTruncation: every proper prefix of a message is an error.
 func TestEveryTruncation(t *testing.T) {
-	msg := string(tabletest.ReadCorpus(t, testdata+"json.bin")[3])
-	var prefixes []string
-	for n := 0; n < len(msg); n++ {
-		prefixes = append(prefixes, msg[:n])
-	}
-	for i, r := range run(t, prefixes...) {
-		if !r.Failed || len(r.Rows) != 0 {
-			t.Fatalf("prefix of %d bytes: %+v", i, r)
-		}
-	}
+	tabletest.CheckTruncations(t, &module{}, tabletest.ReadCorpus(t, testdata+"json.bin")[3])
 }
 
 func TestAllocs(t *testing.T) {
-	in := tabletest.NewInstance(t, &module{}, nil, tabletest.Table18)
-	batch := sluicetest.BatchPayload("sensor", 0, tabletest.Records(tabletest.ReadCorpus(t, testdata+"json.bin")))
-	in.Transform(batch)
-	if a := testing.AllocsPerRun(20, func() { in.Transform(batch) }); a != 0 {
-		t.Errorf("%v allocations per batch, want 0", a)
-	}
+	tabletest.CheckNoAllocs(t, &module{}, tabletest.ReadCorpus(t, testdata+"json.bin"))
 }
 
 // BenchmarkModule is the JSON module's whole per-batch path natively, on
-// $SENSOR_CORPUS (a JSON corpus file) or the golden corpus, in calls of
-// SENSOR_BATCH_RECORDS records (default 150, about 1 MiB).
+// calls of 150 records by default, about 1 MiB.
 func BenchmarkModule(b *testing.B) {
-	path := os.Getenv("SENSOR_CORPUS")
-	if path == "" {
-		path = testdata + "json.bin"
-	}
-	msgs := tabletest.ReadCorpus(b, path)
-	n := 150
-	if s := os.Getenv("SENSOR_BATCH_RECORDS"); s != "" {
-		var err error
-		if n, err = strconv.Atoi(s); err != nil || n <= 0 {
-			b.Fatalf("SENSOR_BATCH_RECORDS=%q", s)
-		}
-	}
-	in := tabletest.NewInstance(b, &module{}, nil, tabletest.Table18)
-	var calls [][]byte
-	for i := 0; i < len(msgs); i += n {
-		calls = append(calls, sluicetest.BatchPayload("sensor", 0, tabletest.Records(msgs[i:min(i+n, len(msgs))])))
-	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; b.Loop(); i++ {
-		in.Transform(calls[i%len(calls)])
-	}
-	b.ReportMetric(float64(b.N)*float64(len(msgs))/float64(len(calls))*100/b.Elapsed().Seconds(), "events/s")
+	tabletest.BenchModule(b, &module{}, testdata+"json.bin", 150)
 }

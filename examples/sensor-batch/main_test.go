@@ -3,8 +3,6 @@ package main
 import (
 	"encoding/binary"
 	"math"
-	"os"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -55,12 +53,7 @@ func (e enc) event(seq int64, unit string, q float64, tags ...string) enc {
 
 func run(t *testing.T, values ...[]byte) []sluicetest.Result {
 	t.Helper()
-	in := tabletest.NewInstance(t, &module{}, nil, tabletest.Table18)
-	res, err := sluicetest.DecodeOutput(in.Transform(sluicetest.BatchPayload("sensor", 0, tabletest.Records(values))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res
+	return tabletest.Results(t, tabletest.NewInstance(t, &module{}, nil, tabletest.Table18), values)
 }
 
 func TestMalformed(t *testing.T) {
@@ -102,16 +95,7 @@ func TestMalformed(t *testing.T) {
 // TestEveryTruncation checks that every proper prefix of a message is an
 // error, never a panic or a partial set of rows.
 func TestEveryTruncation(t *testing.T) {
-	msg := tabletest.ReadCorpus(t, "testdata/avro.bin")[3]
-	var prefixes [][]byte
-	for n := 0; n < len(msg); n++ {
-		prefixes = append(prefixes, msg[:n])
-	}
-	for i, r := range run(t, prefixes...) {
-		if !r.Failed || len(r.Rows) != 0 {
-			t.Fatalf("prefix of %d bytes: %+v", i, r)
-		}
-	}
+	tabletest.CheckTruncations(t, &module{}, tabletest.ReadCorpus(t, "testdata/avro.bin")[3])
 }
 
 // TestBlocks decodes arrays written as several blocks, with negative
@@ -173,65 +157,11 @@ func TestInit(t *testing.T) {
 
 // TestAllocs: nothing is allocated per batch once the buffers have grown.
 func TestAllocs(t *testing.T) {
-	in := tabletest.NewInstance(t, &module{}, nil, tabletest.Table18)
-	batch := sluicetest.BatchPayload("sensor", 0, tabletest.Records(tabletest.ReadCorpus(t, "testdata/avro.bin")))
-	in.Transform(batch)
-	if a := testing.AllocsPerRun(20, func() { in.Transform(batch) }); a != 0 {
-		t.Errorf("%v allocations per batch, want 0", a)
-	}
+	tabletest.CheckNoAllocs(t, &module{}, tabletest.ReadCorpus(t, "testdata/avro.bin"))
 }
 
-// corpus is the benchmark's input: $SENSOR_CORPUS (a corpus file the rig
-// writes, to compare with wazero on the same bytes) or testdata/avro.bin.
-func corpus(b *testing.B, fallback string) [][]byte {
-	path := os.Getenv("SENSOR_CORPUS")
-	if path == "" {
-		path = fallback
-	}
-	return tabletest.ReadCorpus(b, path)
-}
-
-// BenchmarkModule is the module's whole per-batch path, natively: the SDK's
-// framing and row writer around the Avro decoder and the transform, on
-// calls of SENSOR_BATCH_RECORDS records (default 200, about the 1 MiB the
-// host hands over per call).
+// BenchmarkModule is the module's whole per-batch path, natively, on calls
+// of 200 records by default, about the 1 MiB the host hands over per call.
 func BenchmarkModule(b *testing.B) {
-	benchModule(b, &module{}, corpus(b, "testdata/avro.bin"))
-}
-
-func benchModule(b *testing.B, h *module, msgs [][]byte) {
-	n := 200
-	if s := os.Getenv("SENSOR_BATCH_RECORDS"); s != "" {
-		var err error
-		if n, err = strconv.Atoi(s); err != nil || n <= 0 {
-			b.Fatalf("SENSOR_BATCH_RECORDS=%q", s)
-		}
-	}
-	in := tabletest.NewInstance(b, h, nil, tabletest.Table18)
-	var calls [][]byte
-	for i := 0; i < len(msgs); i += n {
-		calls = append(calls, sluicetest.BatchPayload("sensor", 0, tabletest.Records(msgs[i:min(i+n, len(msgs))])))
-	}
-	rows := 0
-	for _, c := range calls {
-		res, err := sluicetest.DecodeOutput(in.Transform(c))
-		if err != nil {
-			b.Fatal(err)
-		}
-		for _, r := range res {
-			if r.Failed {
-				b.Fatal(r.Err)
-			}
-			rows += len(r.Rows)
-		}
-	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; b.Loop(); i++ {
-		in.Transform(calls[i%len(calls)])
-	}
-	perCall := float64(len(msgs)) / float64(len(calls))
-	sec := b.Elapsed().Seconds()
-	b.ReportMetric(float64(b.N)*perCall*100/sec, "events/s")
-	b.ReportMetric(float64(b.N)*perCall*float64(rows)/float64(len(msgs))/sec, "rows/s")
+	tabletest.BenchModule(b, &module{}, "testdata/avro.bin", 200)
 }

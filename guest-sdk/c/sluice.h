@@ -158,26 +158,27 @@ static inline void sluice_put_datetime(sluice_out *o, uint32_t secs) { sluice_pu
 static inline void sluice_put_enum8(sluice_out *o, int8_t v) { sluice_put_i8(o, v); }
 static inline void sluice_put_enum16(sluice_out *o, int16_t v) { sluice_put_i16(o, v); }
 
-/* A LEB128 length or count. */
-static inline void sluice_put_uvarint(sluice_out *o, uint64_t v) {
-	uint8_t *p = sluice_reserve(o, 10), *p0 = p;
+/* sluice__leb128 writes v at p, which has room for 10 bytes, and returns
+ * the end. */
+static inline uint8_t *sluice__leb128(uint8_t *p, uint64_t v) {
 	while (v >= 0x80) {
 		*p++ = (uint8_t)v | 0x80;
 		v >>= 7;
 	}
 	*p++ = (uint8_t)v;
-	o->len += (size_t)(p - p0);
+	return p;
 }
 
-/* String (and LowCardinality(String)): a LEB128 length and the bytes. */
+/* A LEB128 length or count. */
+static inline void sluice_put_uvarint(sluice_out *o, uint64_t v) {
+	uint8_t *p = sluice_reserve(o, 10);
+	o->len += (size_t)(sluice__leb128(p, v) - p);
+}
+
+/* String (and LowCardinality(String)): a LEB128 length and the bytes, in
+ * one reservation. */
 static inline void sluice_put_string(sluice_out *o, const void *p, size_t n) {
-	uint8_t *d = sluice_reserve(o, n + 10), *d0 = d;
-	uint64_t v = n;
-	while (v >= 0x80) {
-		*d++ = (uint8_t)v | 0x80;
-		v >>= 7;
-	}
-	*d++ = (uint8_t)v;
+	uint8_t *d0 = sluice_reserve(o, n + 10), *d = sluice__leb128(d0, n);
 	memcpy(d, p, n);
 	o->len += (size_t)(d - d0) + n;
 }

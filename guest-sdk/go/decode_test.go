@@ -11,7 +11,15 @@ import (
 // reader-based one: where the fast path decodes, both agree.
 func FuzzDecodeRecord(f *testing.F) {
 	p := sluicetest.BatchPayload("t", 0, []sluicetest.Record{{Offset: 7, Timestamp: 9, Key: []byte("k"), Value: []byte("value")}})
-	f.Add(p[4+1+4+4:])
+	seed := p[4+1+4+4:] // the record, after topic, partition and count
+	// A record without headers takes the fast path; were it to fall back
+	// always, the comparison below would have nothing to compare.
+	in, r := NewInstance(nil), reader{p: seed}
+	if !in.decodeRecordFast(&r) || r.off != len(seed) || in.rec.Offset != 7 || in.rec.Timestamp != 9 ||
+		string(in.rec.Key) != "k" || string(in.rec.Value) != "value" || len(in.rec.Headers) != 0 {
+		f.Fatalf("the fast path on a record without headers: %+v at %d", in.rec, r.off)
+	}
+	f.Add(seed)
 	f.Add([]byte{})
 	f.Add(make([]byte, 28))
 	f.Fuzz(func(t *testing.T, p []byte) {

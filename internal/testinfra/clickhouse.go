@@ -280,6 +280,13 @@ func (c *ClickHouse) Kill() error {
 	return err
 }
 
+// PID is the server's process id, 0 when it is not running.
+func (c *ClickHouse) PID() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.proc.pid()
+}
+
 // Close stops the server and removes Dir.
 func (c *ClickHouse) Close() error {
 	err := c.Stop()

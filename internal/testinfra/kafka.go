@@ -349,6 +349,13 @@ func (k *Kafka) Kill() error {
 	return err
 }
 
+// PID is the broker's process id, 0 when it is not running.
+func (k *Kafka) PID() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.proc.pid()
+}
+
 // Close stops the broker and removes Dir.
 func (k *Kafka) Close() error {
 	err := k.Stop()

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -103,6 +104,41 @@ func (p *process) kill() error {
 	case <-time.After(10 * time.Second):
 		return fmt.Errorf("testinfra: %s (pid %d) did not exit after SIGKILL", p.name, p.cmd.Process.Pid)
 	}
+}
+
+// pid is the process id, 0 for no process or one that has exited.
+func (p *process) pid() int {
+	if p == nil || p.exited() {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
+// CPUTime is the CPU time (user and system, all threads) process pid has
+// used so far, from /proc/<pid>/stat (Linux).
+func CPUTime(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name, in parentheses, may hold spaces: fields count from
+	// after its closing parenthesis. utime and stime are fields 14 and 15,
+	// in clock ticks (USER_HZ, 100 on every Linux architecture Go supports).
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
+	}
+	ut, err1 := strconv.ParseUint(f[11], 10, 64)
+	st, err2 := strconv.ParseUint(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: utime %q stime %q", pid, f[11], f[12])
+	}
+	const userHZ = 100
+	return time.Duration(ut+st) * (time.Second / userHZ), nil
 }
 
 // exitStatus describes how the exited process ended.

@@ -52,6 +52,11 @@ func TestClickHouse(t *testing.T) {
 	}
 	check("before restart")
 
+	// The server's own process, which has done the work above.
+	if cpu, err := CPUTime(c.PID()); err != nil || cpu <= 0 {
+		t.Fatalf("CPUTime(PID %d) = %v, %v; want the server's CPU time", c.PID(), cpu, err)
+	}
+
 	// A server error carries the server's message.
 	_, err = c.Query(ctx, "SELECT * FROM no_such_table")
 	if err == nil || !strings.Contains(err.Error(), "no_such_table") {
@@ -63,6 +68,9 @@ func TestClickHouse(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("ClickHouse stopped in %v", time.Since(stop).Round(time.Millisecond))
+	if pid := c.PID(); pid != 0 {
+		t.Errorf("PID of a stopped server: %d", pid)
+	}
 	if _, err := c.Query(ctx, "SELECT 1"); err == nil {
 		t.Fatal("query succeeded on a stopped server")
 	}

@@ -3,6 +3,7 @@ package clickhouse_test
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -264,14 +265,20 @@ func TestShardRoutingRejects(t *testing.T) {
 	c := startCluster(t)
 	ctx := context.Background()
 	c.both(t, "CREATE TABLE loc (id UInt64, s String, f Float64) ENGINE = MergeTree ORDER BY id")
-	c.a.Exec(ctx, "CREATE TABLE by_float AS loc ENGINE = Distributed(w12, default, loc, cityHash64(f))")
-	c.a.Exec(ctx, "CREATE TABLE by_expr AS loc ENGINE = Distributed(w12, default, loc, id % 7)")
-	c.a.Exec(ctx, "CREATE TABLE no_local AS loc ENGINE = Distributed(w12, default, missing, id)")
 	if err := c.b.Exec(ctx, "CREATE TABLE drifted (id UInt64, s String, f Float32) ENGINE = MergeTree ORDER BY id"); err != nil {
 		t.Fatal(err)
 	}
-	c.a.Exec(ctx, "CREATE TABLE drifted (id UInt64, s String, f Float64) ENGINE = MergeTree ORDER BY id")
-	c.a.Exec(ctx, "CREATE TABLE by_drifted AS loc ENGINE = Distributed(w12, default, drifted, id)")
+	for _, sql := range []string{
+		"CREATE TABLE by_float AS loc ENGINE = Distributed(w12, default, loc, cityHash64(f))",
+		"CREATE TABLE by_expr AS loc ENGINE = Distributed(w12, default, loc, id % 7)",
+		"CREATE TABLE no_local AS loc ENGINE = Distributed(w12, default, missing, id)",
+		"CREATE TABLE drifted (id UInt64, s String, f Float64) ENGINE = MergeTree ORDER BY id",
+		"CREATE TABLE by_drifted AS loc ENGINE = Distributed(w12, default, drifted, id)",
+	} {
+		if err := c.a.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
 	s, err := clickhouse.New(ctx, c.sinkConfig("native", clickhouse.RoutingShards), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
@@ -286,7 +293,7 @@ func TestShardRoutingRejects(t *testing.T) {
 	} {
 		_, err := s.Table(ctx, table)
 		var perm *clickhouse.PermanentError
-		if !errorsAs(err, &perm) || !strings.Contains(err.Error(), want) {
+		if !errors.As(err, &perm) || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: err = %v, want a PermanentError with %q", table, err, want)
 		}
 	}
@@ -364,10 +371,10 @@ func TestReplicaRotationAndNoReroute(t *testing.T) {
 				}
 			}
 			shard1Rows := b.PartRows()[0]
+			before, _ := strconv.Atoi(queryT(t, c.a, "SELECT count() FROM "+name))
 			if err := s.Send(ctx, &clickhouse.Chunk{Block: b, Acks: []clickhouse.Ack{countAck{&acked}}}); err != nil {
 				t.Fatal(err)
 			}
-			before, _ := strconv.Atoi(queryT(t, c.a, "SELECT count() FROM "+name))
 			waitFor(t, func() bool {
 				n, _ := strconv.Atoi(queryT(t, c.a, "SELECT count() FROM "+name))
 				return n == before+shard1Rows

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/ClickHouse/ch-go/proto"
+
+	"github.com/sluicehq/sluice/internal/chsql"
 )
 
 // column is a columnar buffer for one ClickHouse column that decodes its
@@ -64,7 +66,7 @@ func newColumn(typ string) (column, error) {
 	case "Decimal128":
 		return &fixedColumn{typ: t, width: 16}, nil
 	case "Decimal":
-		parts := splitTopLevel(args)
+		parts := chsql.SplitTopLevel(args)
 		if len(parts) != 2 {
 			return nil, fmt.Errorf("type %s: want Decimal(P, S)", t)
 		}
@@ -134,7 +136,7 @@ func splitType(t string) (string, string) {
 // parseEnum reads "'a' = 1, 'b' = 2" into the set of declared values.
 func parseEnum(args string) (map[int16]bool, error) {
 	values := map[int16]bool{}
-	for _, part := range splitTopLevel(args) {
+	for _, part := range chsql.SplitTopLevel(args) {
 		eq := strings.LastIndexByte(part, '=')
 		if eq < 0 {
 			return nil, fmt.Errorf("enum element %q has no value", part)
@@ -408,12 +410,9 @@ func (c *arrayColumn) WriteColumn(w *proto.Writer) {
 	c.inner.WriteColumn(w)
 }
 func (c *arrayColumn) decode(b []byte) (int, error) {
-	n, k := binary.Uvarint(b)
-	if k <= 0 {
-		return 0, errShort
-	}
-	if n > maxArrayLen || n*uint64(c.minWidth()) > uint64(len(b)-k) {
-		return 0, fmt.Errorf("array of %d elements does not fit the row", n)
+	n, k, err := c.length(b)
+	if err != nil {
+		return 0, err
 	}
 	before := c.inner.Rows()
 	pos := k
@@ -430,12 +429,9 @@ func (c *arrayColumn) decode(b []byte) (int, error) {
 }
 
 func (c *arrayColumn) skip(b []byte) (int, error) {
-	n, k := binary.Uvarint(b)
-	if k <= 0 {
-		return 0, errShort
-	}
-	if n > maxArrayLen || n*uint64(c.minWidth()) > uint64(len(b)-k) {
-		return 0, fmt.Errorf("array of %d elements does not fit the row", n)
+	n, k, err := c.length(b)
+	if err != nil {
+		return 0, err
 	}
 	pos := k
 	for i := uint64(0); i < n; i++ {
@@ -446,6 +442,19 @@ func (c *arrayColumn) skip(b []byte) (int, error) {
 		pos += m
 	}
 	return pos, nil
+}
+
+// length reads an array value's element count and the size of its
+// prefix, refusing a count the rest of the row cannot hold.
+func (c *arrayColumn) length(b []byte) (uint64, int, error) {
+	n, k := binary.Uvarint(b)
+	if k <= 0 {
+		return 0, 0, errShort
+	}
+	if n > maxArrayLen || n*uint64(c.minWidth()) > uint64(len(b)-k) {
+		return 0, 0, fmt.Errorf("array of %d elements does not fit the row", n)
+	}
+	return n, k, nil
 }
 
 // minWidth is the smallest encoded size of one element, for a cheap bound

@@ -14,6 +14,8 @@ import (
 
 	"github.com/ClickHouse/ch-go/compress"
 	"github.com/ClickHouse/ch-go/proto"
+
+	"github.com/sluicehq/sluice/internal/chsql"
 )
 
 // httpTransport inserts with "INSERT … FORMAT Native" over HTTP(S). One
@@ -140,44 +142,11 @@ func (ht *httpTransport) query(ctx context.Context, rep *replica, sql string) ([
 	for _, line := range strings.Split(strings.TrimSuffix(string(b), "\n"), "\n") {
 		fields := strings.Split(line, "\t")
 		for i, f := range fields {
-			fields[i] = unescapeTSV(f)
+			fields[i] = chsql.Unescape(f)
 		}
 		rows = append(rows, fields)
 	}
 	return rows, nil
-}
-
-// unescapeTSV undoes TabSeparated escaping.
-func unescapeTSV(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c != '\\' || i+1 == len(s) {
-			b.WriteByte(c)
-			continue
-		}
-		i++
-		switch s[i] {
-		case 'n':
-			b.WriteByte('\n')
-		case 't':
-			b.WriteByte('\t')
-		case 'r':
-			b.WriteByte('\r')
-		case '0':
-			b.WriteByte(0)
-		case 'b':
-			b.WriteByte('\b')
-		case 'f':
-			b.WriteByte('\f')
-		default:
-			b.WriteByte(s[i])
-		}
-	}
-	return b.String()
 }
 
 // httpConn is a worker's handle on one replica; the connections themselves

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -190,8 +191,14 @@ func TestHTTPRetrySendsSameDedupToken(t *testing.T) {
 	if first.params.Get("decompress") != "1" || first.params.Get("query") != "INSERT INTO `default`.`events` (`id`) FORMAT Native" {
 		t.Errorf("params %v", first.params)
 	}
-	if len(first.ids) != 1000 || len(retry.ids) != 1000 || retry.ids[999] != 999 {
-		t.Errorf("bodies held %d and %d ids", len(first.ids), len(retry.ids))
+	if len(first.ids) != 1000 || !slices.Equal(retry.ids, first.ids) {
+		t.Errorf("bodies held %d and %d ids, want the same 1000", len(first.ids), len(retry.ids))
+	}
+	for i, id := range first.ids {
+		if id != uint64(i) {
+			t.Errorf("body id %d is %d", i, id)
+			break
+		}
 	}
 
 	// Other offsets, other token.

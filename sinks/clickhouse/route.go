@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/go-faster/city"
+
+	"github.com/sluicehq/sluice/internal/chsql"
 )
 
 // distributedEngine is a Distributed table's engine arguments:
@@ -28,11 +30,11 @@ func parseDistributed(engineFull, ownDB string) (distributedEngine, error) {
 	if !strings.HasPrefix(s, "Distributed(") {
 		return d, fmt.Errorf("engine %q is not Distributed", engineFull)
 	}
-	end := closingParen(s, len("Distributed"))
+	end := chsql.ClosingParen(s, len("Distributed"))
 	if end < 0 {
 		return d, fmt.Errorf("engine %q: unbalanced parentheses", engineFull)
 	}
-	args := splitTopLevel(s[len("Distributed("):end])
+	args := chsql.SplitTopLevel(s[len("Distributed("):end])
 	if len(args) < 3 || len(args) > 5 {
 		return d, fmt.Errorf("engine %q: want Distributed(cluster, database, table[, sharding_key[, policy]])", engineFull)
 	}
@@ -54,75 +56,21 @@ func parseDistributed(engineFull, ownDB string) (distributedEngine, error) {
 	return d, nil
 }
 
-// closingParen returns the index of the parenthesis closing the one at
-// open, skipping quoted strings, or -1.
-func closingParen(s string, open int) int {
-	depth, quote := 0, byte(0)
-	for i := open; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case quote != 0:
-			if c == '\\' {
-				i++
-			} else if c == quote {
-				quote = 0
-			}
-		case c == '\'' || c == '`' || c == '"':
-			quote = c
-		case c == '(':
-			depth++
-		case c == ')':
-			depth--
-			if depth == 0 {
-				return i
-			}
-		}
-	}
-	return -1
-}
-
-// splitTopLevel splits type or engine arguments at top-level commas,
-// keeping quoted names, string literals and nested parentheses whole.
-func splitTopLevel(s string) []string {
-	var out []string
-	depth, start, quote := 0, 0, byte(0)
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case quote != 0:
-			if c == '\\' {
-				i++
-			} else if c == quote {
-				quote = 0
-			}
-		case c == '\'' || c == '`' || c == '"':
-			quote = c
-		case c == '(':
-			depth++
-		case c == ')':
-			depth--
-		case c == ',' && depth == 0:
-			out = append(out, strings.TrimSpace(s[start:i]))
-			start = i + 1
-		}
-	}
-	if strings.TrimSpace(s[start:]) != "" {
-		out = append(out, strings.TrimSpace(s[start:]))
-	}
-	return out
-}
-
 // engineArgName reads an identifier or string literal engine argument.
 func engineArgName(a string) (string, error) {
 	a = strings.TrimSpace(a)
 	if a == "currentDatabase()" {
 		return a, nil
 	}
-	if len(a) >= 2 && (a[0] == '\'' || a[0] == '`' || a[0] == '"') && a[len(a)-1] == a[0] {
-		if v := unescapeQuoted(a[1 : len(a)-1]); v != "" {
-			return v, nil
+	if a != "" && (a[0] == '\'' || a[0] == '`' || a[0] == '"') {
+		v, end := chsql.Unquote(a, 0)
+		if end != len(a) {
+			return "", fmt.Errorf("%q is not a name", a)
 		}
-		return "", fmt.Errorf("empty name")
+		if v == "" {
+			return "", fmt.Errorf("empty name")
+		}
+		return v, nil
 	}
 	for _, r := range a {
 		if !(r == '_' || r == '.' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
@@ -133,20 +81,6 @@ func engineArgName(a string) (string, error) {
 		return "", fmt.Errorf("empty name")
 	}
 	return a, nil
-}
-
-func unescapeQuoted(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+1 < len(s) {
-			i++
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // keyKind is how a routed row's sharding key value is computed.
@@ -246,18 +180,10 @@ func newRoute(table string, insert []Column, keyExpr string, weights []int) (*ro
 	typ := strings.TrimSpace(r.column.Type)
 	base, args := splitType(typ)
 	switch base {
-	case "UInt8", "Int8":
-		r.enc, r.width = encInt, 1
-	case "UInt16", "Int16":
-		r.enc, r.width = encInt, 2
-	case "UInt32", "Int32":
-		r.enc, r.width = encInt, 4
-	case "UInt64", "Int64":
-		r.enc, r.width = encInt, 8
-	case "Date":
-		r.enc, r.width = encInt, 2
-	case "DateTime":
-		r.enc, r.width = encInt, 4
+	case "UInt8", "Int8", "UInt16", "Int16", "UInt32", "Int32", "UInt64", "Int64", "Date", "DateTime":
+		r.enc = encInt
+	case "FixedString":
+		r.enc = encFixed
 	case "String":
 		r.enc = encString
 	case "LowCardinality":
@@ -265,27 +191,28 @@ func newRoute(table string, insert []Column, keyExpr string, weights []int) (*ro
 			return nil, unsupported("column type " + typ)
 		}
 		r.enc = encString
-	case "FixedString":
+	default:
+		return nil, unsupported("column type " + typ)
+	}
+	if r.enc != encString {
 		c, err := newColumn(typ)
 		if err != nil {
 			return nil, err
 		}
-		r.enc, r.width = encFixed, c.(*fixedColumn).width
-	default:
-		return nil, unsupported("column type " + typ)
+		r.width = c.(*fixedColumn).width
 	}
 	if r.kind == keyColumn && (r.enc != encInt || base == "Date" || base == "DateTime") {
 		// A Distributed table only takes a key that evaluates to an integer.
 		return nil, unsupported("a bare key column must be an integer, not " + typ)
 	}
+	r.before = insert[:r.keyCol]
 	off := 0
-	for _, c := range insert[:r.keyCol] {
+	for _, c := range r.before {
 		col, err := newColumn(c.Type)
 		if err != nil {
 			return nil, err
 		}
 		r.skip = append(r.skip, col)
-		r.before = append(r.before, c)
 		if f, ok := col.(*fixedColumn); ok && off >= 0 {
 			off += f.width
 		} else {

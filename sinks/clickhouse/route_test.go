@@ -17,6 +17,7 @@ func TestParseDistributed(t *testing.T) {
 		{`Distributed('two', 'default', 'loc', id)`, distributedEngine{"two", "default", "loc", "id"}, ""},
 		{"Distributed(two, currentDatabase(), loc, rand())", distributedEngine{"two", "own", "loc", "rand()"}, ""},
 		{"Distributed(two, default, loc)", distributedEngine{"two", "default", "loc", ""}, ""},
+		{`Distributed(two, default, 'it\'s\tx')`, distributedEngine{"two", "default", "it's\tx", ""}, ""},
 		{"Distributed(`c-1`, db, `t,x`, intHash64(a, b), 'policy') SETTINGS fsync_after_insert = 1",
 			distributedEngine{"c-1", "db", "t,x", "intHash64(a, b)"}, ""},
 		{"MergeTree ORDER BY id", distributedEngine{}, "not Distributed"},

@@ -476,9 +476,11 @@ func dedupToken(t *Table, parts []*part) string {
 			put(uint64(first))
 			put(uint64(last))
 		}
+		// The columns as decoded: encodeNative would also build the
+		// LowCardinality dictionaries, a map lookup per value.
 		buf.Reset()
-		if err := p.sub.encodeNative(t, &buf); err != nil {
-			return ""
+		for _, c := range p.sub.cols {
+			c.EncodeColumn(&buf)
 		}
 		sum := city.CH128(buf.Buf)
 		put(uint64(p.sub.rows))

@@ -176,19 +176,6 @@ func TestClassify(t *testing.T) {
 	}
 }
 
-func TestUnescapeTSV(t *testing.T) {
-	for in, want := range map[string]string{
-		`plain`:                       "plain",
-		`Distributed(\'two\', x)`:     "Distributed('two', x)",
-		`a\tb\nc\\d`:                  "a\tb\nc\\d",
-		`Enum8(\'a\' = 1, \'b\' = 2)`: "Enum8('a' = 1, 'b' = 2)",
-	} {
-		if got := unescapeTSV(in); got != want {
-			t.Errorf("unescapeTSV(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 func TestConfigValidate(t *testing.T) {
 	for _, tc := range []struct {
 		name string

@@ -259,8 +259,6 @@ func testTypeMismatchStopsLoudly(t *testing.T, ch *testinfra.ClickHouse, transpo
 	}
 }
 
-func errorsAs(err error, target any) bool { return errors.As(err, target) }
-
 // TestAuthFailureStopsAtOnce: a wrong password is a PermanentError at New,
 // not a retry until connect_timeout, over both transports.
 func TestAuthFailureStopsAtOnce(t *testing.T) {

@@ -39,6 +39,10 @@ const (
 
 var arrayNames = [nArrays]string{"seq", "name", "unit", "value", "quality", "tags"}
 
+// arrayPaths are the arrays as errors name them, spelled out so that
+// skipping an array, once per record, builds no string.
+var arrayPaths = [nArrays]string{"events.seq", "events.name", "events.unit", "events.value", "events.quality", "events.tags"}
+
 // maxDepth bounds the nesting of values the decoder skips.
 const maxDepth = 64
 
@@ -153,17 +157,17 @@ func (d *Decoder) events(i int) int {
 			return d.skip(i, 0, "events."+string(key))
 		}
 		if i >= len(d.p) || d.p[i] != '[' {
-			d.fail(i, "events."+arrayNames[k]+" is not an array")
+			d.fail(i, arrayPaths[k]+" is not an array")
 			return len(d.p)
 		}
 		seen[k] = true
 		d.cur[k] = d.ws(i + 1)
 		d.ended[k] = d.cur[k] < len(d.p) && d.p[d.cur[k]] == ']'
-		return d.skip(i, 0, "events."+arrayNames[k])
+		return d.skip(i, 0, arrayPaths[k])
 	})
 	for k, ok := range seen {
 		if !ok && d.err == nil {
-			d.err = fmt.Errorf("json: the batch has no events.%s", arrayNames[k])
+			d.err = fmt.Errorf("json: the batch has no %s", arrayPaths[k])
 		}
 	}
 	return i
@@ -258,7 +262,7 @@ func (d *Decoder) next(i, k int) int {
 	case i < len(d.p) && d.p[i] == ']':
 		d.ended[k] = true
 	default:
-		d.fail(i, "expected ',' or ']' in events."+arrayNames[k])
+		d.fail(i, "expected ',' or ']' in "+arrayPaths[k])
 	}
 	return i
 }

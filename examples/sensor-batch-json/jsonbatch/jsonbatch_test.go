@@ -2,28 +2,17 @@ package jsonbatch
 
 import (
 	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"math"
-	"os"
 	"testing"
 	"unicode/utf8"
 
 	"github.com/sluicehq/sluice/examples/sensor-batch/sensor"
+	"github.com/sluicehq/sluice/examples/sensor-batch/table/tabletest"
 )
 
 func corpus(tb testing.TB) [][]byte {
-	b, err := os.ReadFile("../../sensor-batch/testdata/json.bin")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	var msgs [][]byte
-	for len(b) >= 4 {
-		n := int(binary.LittleEndian.Uint32(b))
-		msgs = append(msgs, b[4:4+n])
-		b = b[4+n:]
-	}
-	return msgs
+	return tabletest.ReadCorpus(tb, "../../sensor-batch/testdata/json.bin")
 }
 
 type event struct {

@@ -77,12 +77,17 @@ func CheckHeader(h *Header) error {
 	return nil
 }
 
-// CheckSeq checks that an event's seq fits event_seq UInt16.
+// CheckSeq checks that an event's seq fits event_seq UInt16. It runs per
+// event: the error is built out of line so that the check inlines.
 func CheckSeq(e *Event) error {
-	if e.Seq < 0 || e.Seq > math.MaxUint16 {
-		return fmt.Errorf("event seq %d is outside 0..65535 (event_seq UInt16)", e.Seq)
+	if uint32(e.Seq) > math.MaxUint16 {
+		return seqError(e.Seq)
 	}
 	return nil
+}
+
+func seqError(seq int32) error {
+	return fmt.Errorf("event seq %d is outside 0..65535 (event_seq UInt16)", seq)
 }
 
 // SplitTs splits batch_ts_ms into the 18.16 table's batch_ts (seconds) and

@@ -1,11 +1,14 @@
 // Package table finds the sensor_events table among a sluice module's
-// target tables and writes the transform's rows into it. It is shared by
-// the Avro module (examples/sensor-batch) and the JSON one
-// (examples/sensor-batch-json), which differ only in how they decode.
+// target tables and applies the transform to each event, writing the rows
+// it keeps. It is shared by the Avro module (examples/sensor-batch) and the
+// JSON one (examples/sensor-batch-json), which differ only in how they
+// decode: each keeps its own loop over its decoder's events, so that the
+// per-event Next is a direct call rather than one through an interface.
 package table
 
 import (
 	"fmt"
+	"runtime"
 	"unsafe"
 
 	"github.com/sluicehq/sluice/examples/sensor-batch/sensor"
@@ -50,9 +53,11 @@ const (
 
 // Target is the table the module writes.
 type Target struct {
-	T      *sluice.Table
-	Layout Layout
-	tags   []string // reused by Write
+	T       *sluice.Table
+	Layout  Layout
+	upper   []byte   // name_upper, reused by WriteEvent
+	tags    []string // reused by WriteEvent
+	records int      // records seen, for Yield
 }
 
 // Find looks up the target table, "sensor_events" unless the module
@@ -94,19 +99,41 @@ func isModern(t *sluice.Table) bool {
 	return false
 }
 
-// Write writes the row of event e of batch h (which the transform keeps)
-// into the 18.16 layout: region NULL becomes "", value_scaled and
-// name_upper (given, upper-cased by the caller into a reused buffer) are
-// derived, batch_ts_ms is split into seconds and milliseconds. h and e must
-// have passed sensor.CheckHeader and sensor.CheckSeq.
-func (t *Target) Write(out *sluice.Output, h *sensor.Header, e *sensor.Event, nameUpper []byte) error {
+// Yield is called once per record, at the start of Transform; every 16th
+// call it lets the Go runtime's other goroutines run. A reactor module's
+// exports never block, so its background GC worker runs only when the
+// module yields: a GC cycle started by a buffer's growth would otherwise
+// never finish, and the write barrier it turns on would stay on for good,
+// making every pointer store dear (3x slower end to end here; see
+// benchmarks/README.md). Yielding when no GC is running costs nothing
+// measurable. This belongs in the guest SDK; until it is there, the
+// modules do it.
+func (t *Target) Yield() {
+	if t.records++; t.records%16 == 0 {
+		runtime.Gosched()
+	}
+}
+
+// WriteEvent applies the transform to event e of batch h: it refuses a seq
+// that event_seq cannot hold, drops the events sensor.Keep drops, and
+// writes the row of the others into the 18.16 layout: region NULL becomes
+// "", value_scaled and name_upper are derived, batch_ts_ms is split into
+// seconds and milliseconds. h must have passed sensor.CheckHeader.
+func (t *Target) WriteEvent(out *sluice.Output, h *sensor.Header, e *sensor.Event) error {
+	if err := sensor.CheckSeq(e); err != nil {
+		return err
+	}
+	if !sensor.Keep(e) {
+		return nil
+	}
+	t.upper = sensor.AppendUpper(t.upper[:0], e.Name)
 	sec, ms := sensor.SplitTs(h)
 	w := out.Row(t.T).
 		UInt64(uint64(h.BatchID)).
 		UInt16(uint16(e.Seq)).
 		Bytes(h.Sensor).
 		Bytes(h.Region). // empty when NULL
-		Bytes(nameUpper).
+		Bytes(t.upper).
 		Bytes(e.Unit).
 		Int64(e.Value).
 		Int64(sensor.ValueScaled(e))

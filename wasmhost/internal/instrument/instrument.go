@@ -859,16 +859,8 @@ func (r *reader) blockType() {
 	r.sleb(33)
 }
 
-func appendU32(b []byte, v uint32) []byte {
-	for {
-		c := byte(v & 0x7F)
-		v >>= 7
-		if v == 0 {
-			return append(b, c)
-		}
-		b = append(b, c|0x80)
-	}
-}
+// appendU32 appends v as unsigned LEB128, which is Go's uvarint.
+func appendU32(b []byte, v uint32) []byte { return binary.AppendUvarint(b, uint64(v)) }
 
 // appendS32 appends v as signed LEB128.
 func appendS32(b []byte, v int32) []byte {

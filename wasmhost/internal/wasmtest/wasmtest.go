@@ -3,24 +3,16 @@
 // controls, which no guest toolchain would produce.
 package wasmtest
 
+import "encoding/binary"
+
 // Value types and other binary-format constants.
 const (
 	I32 byte = 0x7F
 	I64 byte = 0x7E
 )
 
-// U32 is v as unsigned LEB128.
-func U32(v uint32) []byte {
-	var b []byte
-	for {
-		c := byte(v & 0x7F)
-		v >>= 7
-		if v == 0 {
-			return append(b, c)
-		}
-		b = append(b, c|0x80)
-	}
-}
+// U32 is v as unsigned LEB128, which is Go's uvarint.
+func U32(v uint32) []byte { return binary.AppendUvarint(nil, uint64(v)) }
 
 // Name is a length-prefixed string.
 func Name(s string) []byte { return append(U32(uint32(len(s))), s...) }
@@ -126,7 +118,7 @@ func (m Module) Build() []byte {
 		e = append(e, 0x00)
 		imports = append(imports, append(e, U32(im.Type)...))
 	}
-	version := append([]byte{0x41}, sleb(int64(m.Version))...)
+	version := append([]byte{0x41}, S64(int64(m.Version))...)
 	funcs := []Func{
 		{Type: TypeI32, Body: append(version, 0x0B), Export: "sluice_abi_version"},
 		{Type: TypeI32ToI32, Body: []byte{0x41, 0x80, 0x08, 0x0B}, Export: "sluice_alloc"}, // i32.const 1024
@@ -168,7 +160,8 @@ func (m Module) Build() []byte {
 	return Binary(secs...)
 }
 
-func sleb(v int64) []byte {
+// S64 is v as signed LEB128, the immediate of i32.const and i64.const.
+func S64(v int64) []byte {
 	var b []byte
 	for {
 		c := byte(v & 0x7F)

@@ -86,14 +86,7 @@ func startEnv(ctx context.Context, dir string, partitions int, logf func(string,
 		return nil, err
 	}
 	e.adm = kadm.NewClient(e.kcl)
-	if e.chPID, err = findProcess(filepath.Join(e.ch.Dir, "config.xml")); err != nil {
-		e.close()
-		return nil, err
-	}
-	if e.kafkaPID, err = findProcess(filepath.Join(e.kafka.Dir, "server.properties")); err != nil {
-		e.close()
-		return nil, err
-	}
+	e.chPID, e.kafkaPID = e.ch.PID(), e.kafka.PID()
 	return e, nil
 }
 

@@ -35,7 +35,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sluicehq/sluice/benchmarks/sensor"
 	"github.com/sluicehq/sluice/internal/wasmbuild"
 )
 
@@ -316,5 +315,3 @@ func targets(res *result) []target {
 	}
 	return t
 }
-
-var _ = sensor.EventsPerBatch

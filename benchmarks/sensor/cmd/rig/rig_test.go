@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
 )
@@ -57,18 +58,22 @@ func TestTargets(t *testing.T) {
 		"every gate passes (all arms)":                "met",
 		"side by side: sluice / Kafka engine rows/s":  "not run",
 	}
-	for _, tg := range got {
-		if w, ok := want[tg.Name]; ok && w != tg.Status {
-			t.Errorf("%s: %s, want %s", tg.Name, tg.Status, w)
+	status := func(got []target) map[string]string {
+		m := map[string]string{}
+		for _, tg := range got {
+			m[tg.Name] = tg.Status
 		}
+		return m
+	}
+	if got := status(got); !reflect.DeepEqual(got, want) {
+		t.Errorf("targets %v, want %v", got, want)
 	}
 	s.LatencyP99LoS = 0.4
 	s.GatesPass = false
-	for _, tg := range targets(&result{Drain: d, Sustained: []*sustained{s}}) {
-		if tg.Name == "sustained 50%: p99 latency (ingest_ts)" && tg.Status != "met" ||
-			tg.Name == "every gate passes (all arms)" && tg.Status != "NOT MET" {
-			t.Errorf("%s: %s", tg.Name, tg.Status)
-		}
+	want["sustained 50%: p99 latency (ingest_ts)"] = "met"
+	want["every gate passes (all arms)"] = "NOT MET"
+	if got := status(targets(&result{Drain: d, Sustained: []*sustained{s}})); !reflect.DeepEqual(got, want) {
+		t.Errorf("targets %v, want %v", got, want)
 	}
 }
 

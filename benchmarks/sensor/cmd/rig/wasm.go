@@ -42,16 +42,6 @@ type wasmFigure struct {
 	Error              string  `json:"error,omitempty"`
 }
 
-// columns18 is the 18.16 table as the host hands it to the module.
-var columns18 = []wasmhost.ColumnSchema{
-	{Name: "batch_id", Type: "UInt64"}, {Name: "event_seq", Type: "UInt16"},
-	{Name: "sensor", Type: "LowCardinality(String)"}, {Name: "region", Type: "LowCardinality(String)"},
-	{Name: "name_upper", Type: "LowCardinality(String)"}, {Name: "unit", Type: "LowCardinality(String)"},
-	{Name: "value", Type: "Int64"}, {Name: "value_scaled", Type: "Int64"}, {Name: "quality", Type: "Nullable(Float64)"},
-	{Name: "tags", Type: "Array(LowCardinality(String))"},
-	{Name: "batch_ts", Type: "DateTime"}, {Name: "batch_ts_ms", Type: "UInt16"}, {Name: "send_ts_us", Type: "Int64"},
-}
-
 func (r *rig) wasmArm(ctx context.Context) *wasmOverhead {
 	w := &wasmOverhead{Batches: r.prof.wasmBatches,
 		Note: "one core each, sequentially, while the broker and server idle; records per call as the engine's max_batch_bytes (1 MiB) allows"}
@@ -132,7 +122,7 @@ func wasmBench(ctx context.Context, wasm string, msgs [][]byte, perCall int) (ev
 	if err != nil {
 		return 0, 0, err
 	}
-	in, err := m.Instantiate(ctx, wasmhost.InitConfig{Tables: []wasmhost.TableSchema{{Name: "sensor_events", Columns: columns18}}})
+	in, err := m.Instantiate(ctx, wasmhost.InitConfig{Tables: []wasmhost.TableSchema{{Name: "sensor_events", Columns: sensor.Columns}}})
 	if err != nil {
 		return 0, 0, err
 	}

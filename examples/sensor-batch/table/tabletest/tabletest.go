@@ -1,7 +1,8 @@
 // Package tabletest holds what the sensor-batch modules' tests share: the
 // host's view of the tables, the golden corpus and rows
 // (examples/sensor-batch/testdata, written by benchmarks/sensor from the
-// workload's formulas) and a check of a Handler against them.
+// workload's formulas), and the checks and the benchmark of a Handler
+// against them.
 package tabletest
 
 import (
@@ -92,9 +93,9 @@ func RowText(v []any) string {
 	}, "\t")
 }
 
-// Rows runs the messages through in as one batch and renders every row,
-// failing tb on a record error.
-func Rows(tb testing.TB, in *sluice.Instance, msgs [][]byte) []string {
+// Results runs the messages through in as one batch and returns a result
+// per message.
+func Results(tb testing.TB, in *sluice.Instance, msgs [][]byte) []sluicetest.Result {
 	tb.Helper()
 	res, err := sluicetest.DecodeOutput(in.Transform(sluicetest.BatchPayload("sensor", 0, Records(msgs))))
 	if err != nil {
@@ -103,6 +104,14 @@ func Rows(tb testing.TB, in *sluice.Instance, msgs [][]byte) []string {
 	if len(res) != len(msgs) {
 		tb.Fatalf("%d results for %d records", len(res), len(msgs))
 	}
+	return res
+}
+
+// Rows runs the messages through in as one batch and renders every row,
+// failing tb on a record error.
+func Rows(tb testing.TB, in *sluice.Instance, msgs [][]byte) []string {
+	tb.Helper()
+	res := Results(tb, in, msgs)
 	var rows []string
 	for i, r := range res {
 		if r.Failed {
@@ -151,4 +160,79 @@ func CheckGolden(t *testing.T, rows []string, path string) {
 	if len(want) == 0 {
 		t.Fatal(fmt.Sprintf("%s has no rows", path))
 	}
+}
+
+// CheckTruncations runs every proper prefix of msg through h and requires
+// each to fail its record with no row: never a panic or a partial set of
+// rows.
+func CheckTruncations(t *testing.T, h sluice.Handler, msg []byte) {
+	t.Helper()
+	prefixes := make([][]byte, len(msg))
+	for n := range prefixes {
+		prefixes[n] = msg[:n]
+	}
+	for i, r := range Results(t, NewInstance(t, h, nil, Table18), prefixes) {
+		if !r.Failed || len(r.Rows) != 0 {
+			t.Fatalf("prefix of %d bytes: %+v", i, r)
+		}
+	}
+}
+
+// CheckNoAllocs requires that h allocates nothing per batch of msgs once
+// its buffers have grown.
+func CheckNoAllocs(t *testing.T, h sluice.Handler, msgs [][]byte) {
+	t.Helper()
+	in := NewInstance(t, h, nil, Table18)
+	batch := sluicetest.BatchPayload("sensor", 0, Records(msgs))
+	in.Transform(batch)
+	if a := testing.AllocsPerRun(20, func() { in.Transform(batch) }); a != 0 {
+		t.Errorf("%v allocations per batch, want 0", a)
+	}
+}
+
+// BenchModule measures h's whole per-batch path natively: the SDK's framing
+// and row writer around the decoder and the transform, on the corpus file
+// $SENSOR_CORPUS (as the rig writes it, to compare with wazero on the same
+// bytes) or fallback, in calls of $SENSOR_BATCH_RECORDS records (default
+// perCall). It reports events/s, which benchmarks/sensor's rig reads, and
+// rows/s.
+func BenchModule(b *testing.B, h sluice.Handler, fallback string, perCall int) {
+	path := os.Getenv("SENSOR_CORPUS")
+	if path == "" {
+		path = fallback
+	}
+	msgs := ReadCorpus(b, path)
+	if s := os.Getenv("SENSOR_BATCH_RECORDS"); s != "" {
+		var err error
+		if perCall, err = strconv.Atoi(s); err != nil || perCall <= 0 {
+			b.Fatalf("SENSOR_BATCH_RECORDS=%q", s)
+		}
+	}
+	in := NewInstance(b, h, nil, Table18)
+	var calls [][]byte
+	for i := 0; i < len(msgs); i += perCall {
+		calls = append(calls, sluicetest.BatchPayload("sensor", 0, Records(msgs[i:min(i+perCall, len(msgs))])))
+	}
+	rows := 0
+	for _, c := range calls {
+		res, err := sluicetest.DecodeOutput(in.Transform(c))
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, r := range res {
+			if r.Failed {
+				b.Fatal(r.Err)
+			}
+			rows += len(r.Rows)
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		in.Transform(calls[i%len(calls)])
+	}
+	recsPerCall := float64(len(msgs)) / float64(len(calls))
+	sec := b.Elapsed().Seconds()
+	b.ReportMetric(float64(b.N)*recsPerCall*100/sec, "events/s")
+	b.ReportMetric(float64(b.N)*recsPerCall*float64(rows)/float64(len(msgs))/sec, "rows/s")
 }
