@@ -28,15 +28,19 @@ type partitionAcks struct {
 	// hwm is the partition's high watermark as of the last fetch.
 	hwm      atomic.Int64
 	inflight atomic.Int64 // batches not yet done
+	// abandoned is set once the partition is given up; guarded by mu.
+	abandoned bool
 }
 
 // batchAck is one polled batch of a partition. Pending counts the holds on
 // it: one while it is transformed, plus one per chunk holding its rows.
 type batchAck struct {
-	p       *partitionAcks
-	first   int64           // offset of the batch's first record
-	last    kgo.EpochOffset // offset of the batch's last record
-	bytes   int64
+	p     *partitionAcks
+	first int64           // offset of the batch's first record
+	last  kgo.EpochOffset // offset of the batch's last record
+	// bytes is what the batch holds against the budget: its records, plus
+	// the rows the module made of them (see addBytes).
+	bytes   atomic.Int64
 	span    trace.SpanContext // the batch's consume span
 	pending atomic.Int32
 	done    bool // guarded by p.mu
@@ -45,7 +49,8 @@ type batchAck struct {
 // track registers a batch whose last record is at last and whose records
 // take bytes; the batch starts with one hold, released by Done.
 func (p *partitionAcks) track(first int64, last kgo.EpochOffset, bytes int64) *batchAck {
-	b := &batchAck{p: p, first: first, last: last, bytes: bytes}
+	b := &batchAck{p: p, first: first, last: last}
+	b.bytes.Store(bytes)
 	if p.budget != nil {
 		p.budget.add(bytes)
 	}
@@ -69,14 +74,26 @@ func (b *batchAck) SpanContext() trace.SpanContext { return b.span }
 // hold adds a hold on the batch (a chunk now carries some of its rows).
 func (b *batchAck) hold() { b.pending.Add(1) }
 
-// Done releases one hold; the last release marks the batch done.
+// Done releases one hold; the last release marks the batch done. A batch
+// is released only by the worker that finished every record in it (rows in
+// blocks, filtered or dead-lettered) and by the chunks carrying its rows once
+// inserted: a batch that failed keeps its hold, so the watermark never
+// passes it.
 func (b *batchAck) Done() {
 	if b.pending.Add(-1) != 0 {
 		return
 	}
 	p := b.p
 	p.mu.Lock()
+	defer p.mu.Unlock()
+	if b.done {
+		return
+	}
 	b.done = true
+	if p.abandoned {
+		// abandon already gave the batch's bytes back.
+		return
+	}
 	n := 0
 	for n < len(p.batches) && p.batches[n].done {
 		n++
@@ -88,11 +105,45 @@ func (b *batchAck) Done() {
 		clear(p.batches[:n])
 		p.batches = p.batches[n:]
 	}
-	p.mu.Unlock()
 	p.inflight.Add(-1)
 	if p.budget != nil {
-		p.budget.add(-b.bytes)
+		p.budget.add(-b.bytes.Load())
 	}
+}
+
+// addBytes counts n more bytes against the batch, until it is done: the
+// rows its records became, which can be far larger than the records.
+func (b *batchAck) addBytes(n int64) {
+	if n <= 0 {
+		return
+	}
+	b.bytes.Add(n)
+	if b.p.budget != nil {
+		b.p.budget.add(n)
+	}
+}
+
+// abandon gives up the partition (revoked, lost or stopped): the bytes of
+// batches not done leave the budget, later releases of them change nothing,
+// and the watermark stays where it is.
+func (p *partitionAcks) abandon() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.abandoned {
+		return
+	}
+	p.abandoned = true
+	for _, b := range p.batches {
+		if b.done {
+			continue
+		}
+		p.inflight.Add(-1)
+		if p.budget != nil {
+			p.budget.add(-b.bytes.Load())
+		}
+	}
+	clear(p.batches)
+	p.batches = nil
 }
 
 // watermark returns the offset to commit, if any.

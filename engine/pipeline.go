@@ -54,6 +54,8 @@ type Pipeline struct {
 	mu      sync.Mutex
 	workers map[topicPartition]*partitionWorker
 	acks    map[topicPartition]*partitionAcks
+	// workerGroup counts running partition workers; Run waits for it.
+	workerGroup sync.WaitGroup
 
 	// workCtx bounds the partition workers; it ends when the drain gives up
 	// or the pipeline fails.
@@ -135,6 +137,12 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) (*Pi
 	if err := p.buildRoutes(ctx); err != nil {
 		return nil, err
 	}
+	// Kafka before the modules: compiling a large module on a cold cache
+	// takes a while, and an unreachable broker should be reported within
+	// kafka.connect_timeout.
+	if err := pingKafka(ctx, cfg.Kafka); err != nil {
+		return nil, err
+	}
 	cacheDir := cfg.Module.CacheDir
 	if cacheDir == "off" {
 		cacheDir = ""
@@ -150,18 +158,27 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) (*Pi
 	if p.client, err = p.newClient(); err != nil {
 		return nil, err
 	}
-	pingCtx, cancel := context.WithTimeout(ctx, cfg.Kafka.ConnectTimeout)
-	err = p.client.Ping(pingCtx)
-	cancel()
-	if err != nil {
-		return nil, fmt.Errorf("kafka brokers %v unreachable after %s: %w", cfg.Kafka.Brokers, cfg.Kafka.ConnectTimeout, err)
-	}
 	if p.dlq, err = newDeadLetter(cfg); err != nil {
 		return nil, err
 	}
 
 	ok = true
 	return p, nil
+}
+
+// pingKafka checks that a broker answers within k.ConnectTimeout.
+func pingKafka(ctx context.Context, k KafkaConfig) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...), kgo.ClientID(k.ClientID))
+	if err != nil {
+		return fmt.Errorf("kafka: %w", err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, k.ConnectTimeout)
+	defer cancel()
+	if err := cl.Ping(ctx); err != nil {
+		return fmt.Errorf("kafka brokers %v unreachable after %s: %w", k.Brokers, k.ConnectTimeout, err)
+	}
+	return nil
 }
 
 func (p *Pipeline) newClient() (*kgo.Client, error) {
@@ -207,8 +224,27 @@ func (p *Pipeline) fail(err error) {
 	})
 }
 
+// failure returns the first fatal error, if there was one.
+func (p *Pipeline) failure() error {
+	select {
+	case <-p.failed:
+		return p.failErr
+	default:
+		return nil
+	}
+}
+
 // Run consumes until ctx ends (a graceful drain: everything polled is
 // inserted and committed within ShutdownTimeout) or a fatal error.
+//
+// Shutdown order: stop polling (and the commit and flow loops); stop every
+// partition worker, which seals and sends what it holds; close the sink,
+// whose workers insert what is queued; flush the dead-letter producer; commit
+// the watermarks, which only ever cover records that were inserted, filtered
+// or dead-lettered. When the drain's share of ShutdownTimeout runs out, the
+// workers and the sink are cancelled and waited for, and the final commit
+// still runs in the time kept for it. Run returns only after every goroutine
+// it started has ended.
 func (p *Pipeline) Run(ctx context.Context) error {
 	defer p.close(context.Background())
 
@@ -236,52 +272,75 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		every(pollCtx, 10*time.Millisecond, p.checkFlow)
 	}()
 
-	var runErr error
+	var (
+		runErr      error
+		sinkStopped bool
+	)
 	select {
 	case <-ctx.Done():
 		p.log.Info("draining: stopping fetches, flushing and committing")
 	case <-p.failed:
 		runErr = p.failErr
 	case err := <-sinkDone:
+		sinkStopped = true
 		if err == nil {
 			err = errors.New("sink stopped unexpectedly")
 		}
 		runErr = err
-		sinkDone <- err
 	}
 	stopPoll()
 	<-pollDone
 	<-commitDone
 	<-flowDone
 
-	deadline := time.Now().Add(p.cfg.ShutdownTimeout)
-	drainCtx, cancelDrain := context.WithDeadline(context.Background(), deadline)
+	start := time.Now()
+	commitReserve := min(p.cfg.ShutdownTimeout/5, 5*time.Second)
+	drainCtx, cancelDrain := context.WithDeadline(context.Background(), start.Add(p.cfg.ShutdownTimeout-commitReserve))
 	defer cancelDrain()
 	if runErr == nil {
-		// Stop the workers: each seals its chunks and sends them.
+		// Stop the workers: each seals its chunks and sends them. Then
+		// the sink inserts what is queued.
 		p.stopWorkers(drainCtx, p.allPartitions())
 		p.sink.Close()
 		select {
 		case err := <-sinkDone:
+			sinkStopped = true
 			if err != nil {
 				runErr = err
 			}
 		case <-drainCtx.Done():
 			runErr = fmt.Errorf("drain did not finish within %s; uncommitted records will be consumed again", p.cfg.ShutdownTimeout)
 		}
-	} else {
-		cancelSink()
-		p.cancelWork()
-		p.stopWorkers(drainCtx, p.allPartitions())
 	}
-	// Commit what was inserted, even after a failure.
+	// Whatever is still running is abandoned: what it holds stays
+	// uncommitted. Wait for it, so that nothing outlives Run.
+	p.cancelWork()
+	p.stopWorkers(drainCtx, p.allPartitions())
+	p.workerGroup.Wait()
+	cancelSink()
+	if !sinkStopped {
+		<-sinkDone
+	}
+	if err := p.failure(); err != nil && runErr == nil {
+		runErr = err
+	}
+
+	// Commit what landed, even after a failure: a watermark covers only
+	// records inserted, filtered or dead-lettered. The commit gets the
+	// time kept for it even when the drain ran out.
+	commitCtx, cancelCommit := context.WithDeadline(context.Background(), start.Add(p.cfg.ShutdownTimeout))
+	defer cancelCommit()
 	if p.dlq != nil {
 		// Records in flight to the dead-letter topic hold their batches.
-		if err := p.dlq.client.Flush(drainCtx); err != nil && runErr == nil {
+		flushCtx := drainCtx
+		if flushCtx.Err() != nil {
+			flushCtx = commitCtx
+		}
+		if err := p.dlq.flush(flushCtx); err != nil && runErr == nil {
 			runErr = fmt.Errorf("dead-letter flush: %w", err)
 		}
 	}
-	if err := p.commitSync(drainCtx, nil); err != nil && runErr == nil {
+	if err := p.commitSync(commitCtx, nil); err != nil && runErr == nil {
 		runErr = err
 	}
 	p.client.AllowRebalance()
@@ -335,17 +394,18 @@ func (p *Pipeline) pollLoop(ctx context.Context) {
 	}
 }
 
-// recordBytes is what a record counts against the in-flight budget: an
-// estimate of the memory it holds until it is committed. Its key, value and
-// headers count three times (the fetched response, the decompressed batch
-// and the decoded rows) plus 256 bytes of bookkeeping; measured on the
-// log-normalize workload, that tracks the heap within about 10%.
+// recordBytes is what a record counts against the in-flight budget when it
+// is polled: an estimate of the memory it holds until it is committed. Its
+// key, value and headers count twice (the fetched response and the
+// decompressed batch) plus 256 bytes of bookkeeping; the rows the module
+// makes of it are counted as they are made (batchAck.addBytes), so that a
+// module whose output dwarfs its input is bounded by the budget too.
 func recordBytes(r *kgo.Record) int64 {
 	n := int64(len(r.Key) + len(r.Value))
 	for _, h := range r.Headers {
 		n += int64(len(h.Key) + len(h.Value))
 	}
-	return 3*n + 256
+	return 2*n + 256
 }
 
 // worker returns the partition's worker, starting it on first use.
@@ -359,7 +419,11 @@ func (p *Pipeline) worker(tp topicPartition) *partitionWorker {
 	p.acks[tp] = acks
 	w := newPartitionWorker(p, tp, acks)
 	p.workers[tp] = w
-	go w.run()
+	p.workerGroup.Add(1)
+	go func() {
+		defer p.workerGroup.Done()
+		w.run()
+	}()
 	return w
 }
 
@@ -373,21 +437,37 @@ func (p *Pipeline) allPartitions() []topicPartition {
 	return out
 }
 
-// stopWorkers closes the workers of tps and waits for them to send their
-// last chunks.
+// stopWorkers stops the workers of tps and waits until each has sent its
+// last chunks; a worker still busy when ctx ends is cancelled, and waited
+// for: a partition this member gives up never keeps a worker behind. A
+// worker leaves the map only once it has stopped.
 func (p *Pipeline) stopWorkers(ctx context.Context, tps []topicPartition) {
 	p.mu.Lock()
 	var ws []*partitionWorker
 	for _, tp := range tps {
 		if w, ok := p.workers[tp]; ok {
 			ws = append(ws, w)
-			delete(p.workers, tp)
 		}
 	}
 	p.mu.Unlock()
 	for _, w := range ws {
-		w.stop(ctx)
+		w.stop()
 	}
+	for _, w := range ws {
+		select {
+		case <-w.stopped:
+		case <-ctx.Done():
+			w.cancel()
+			<-w.stopped
+		}
+	}
+	p.mu.Lock()
+	for _, w := range ws {
+		if p.workers[w.tp] == w {
+			delete(p.workers, w.tp)
+		}
+	}
+	p.mu.Unlock()
 }
 
 // commitLoop commits acknowledged offsets every CommitInterval.
@@ -495,8 +575,9 @@ func (p *Pipeline) onLost(ctx context.Context, _ *kgo.Client, lost map[string][]
 			tps = append(tps, topicPartition{topic, part})
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
+	// Another member owns them now: stop at once rather than finish.
+	ctx, cancel := context.WithCancel(ctx)
+	cancel()
 	p.stopWorkers(ctx, tps)
 	p.forget(tps)
 	p.log.Warn("partitions lost", "partitions", fmt.Sprint(tps))
@@ -506,6 +587,9 @@ func (p *Pipeline) forget(tps []topicPartition) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, tp := range tps {
+		if a := p.acks[tp]; a != nil {
+			a.abandon()
+		}
 		delete(p.acks, tp)
 	}
 }

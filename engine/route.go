@@ -37,7 +37,7 @@ type route struct {
 	cur atomic.Pointer[moduleVersion] // nil until a module is active
 
 	mu       sync.Mutex
-	versions []*moduleVersion // every version that ran, for metrics
+	versions []*moduleVersion // the latest load of every binary that ran, for metrics
 	failures map[string]int64 // instance failures by cause (a limit, or "trap")
 }
 
@@ -47,6 +47,12 @@ func (r *route) failed(trap *wasmhost.TrapError) {
 	if cause == "" {
 		cause = "trap"
 	}
+	r.failedCause(cause)
+}
+
+// failedCause counts a failure of the route's module: a limit, "trap", or
+// "init" for an instance that would not start.
+func (r *route) failedCause(cause string) {
 	r.mu.Lock()
 	if r.failures == nil {
 		r.failures = map[string]int64{}
@@ -58,7 +64,12 @@ func (r *route) failed(trap *wasmhost.TrapError) {
 // moduleVersion is one loaded module binary of a route.
 type moduleVersion struct {
 	module *wasmhost.Module
-	// recordsIn and rowsOut count what this version transformed.
+	*versionCounts
+}
+
+// versionCounts count what one module binary (by sha256) transformed in a
+// route, over every activation of it.
+type versionCounts struct {
 	recordsIn, rowsOut atomic.Int64
 }
 
@@ -69,10 +80,24 @@ func (r *route) String() string {
 	return r.tenant + "/" + r.pipeline
 }
 
-// activate makes mv the route's module and returns the one it replaces.
+// activate makes mv the route's module and returns the one it replaces. A
+// binary activated again (a rollback) keeps counting where it left off, in
+// one metric series.
 func (r *route) activate(mv *moduleVersion) *moduleVersion {
 	r.mu.Lock()
-	r.versions = append(r.versions, mv)
+	mv.versionCounts = &versionCounts{}
+	found := false
+	for i, v := range r.versions {
+		if v.module.SHA256 == mv.module.SHA256 {
+			mv.versionCounts = v.versionCounts
+			r.versions[i] = mv
+			found = true
+			break
+		}
+	}
+	if !found {
+		r.versions = append(r.versions, mv)
+	}
 	r.mu.Unlock()
 	return r.cur.Swap(mv)
 }

@@ -36,11 +36,17 @@ type partitionWorker struct {
 	// changes to the route's current version between batches.
 	mv *moduleVersion
 
-	mu      sync.Mutex
-	queue   []polledBatch
-	wake    chan struct{} // a batch was queued
-	quit    chan struct{} // closed to stop the worker
-	stopped chan struct{} // closed when run returns
+	// ctx ends the worker's work at once (the drain or revoke gave up on
+	// it, or the pipeline failed); what it holds stays uncommitted.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu       sync.Mutex
+	queue    []polledBatch
+	wake     chan struct{} // a batch was queued
+	quit     chan struct{} // closed to stop the worker
+	quitOnce sync.Once
+	stopped  chan struct{} // closed when run returns
 
 	inst     *wasmhost.Instance
 	batch    wasmhost.Batch
@@ -51,7 +57,10 @@ type partitionWorker struct {
 	marks    []int
 	openedAt time.Time // when the first row went into an open block
 
-	traps []time.Time // recent instance failures, for the crash-loop check
+	traps []time.Time // recent module failures, for the crash-loop check
+	// instCalls counts the calls the current instance has served: a record
+	// is dead-lettered only when it fails alone on a fresh instance.
+	instCalls int
 
 	spanCtx context.Context // the consume span of the batch in hand
 }
@@ -69,6 +78,7 @@ func newPartitionWorker(p *Pipeline, tp topicPartition, acks *partitionAcks) *pa
 		lastHeld: make([]*batchAck, n),
 		marks:    make([]int, n),
 	}
+	w.ctx, w.cancel = context.WithCancel(p.workCtx)
 	w.batch.Topic, w.batch.Partition = tp.topic, tp.partition
 	for i, t := range r.tables {
 		w.blocks[i] = p.sink.NewBlock(t)
@@ -95,21 +105,24 @@ func (w *partitionWorker) take() []polledBatch {
 	return q
 }
 
-// stop ends the worker after the batches already handed to it, and waits
-// until it has sent its last chunks or ctx ends.
-func (w *partitionWorker) stop(ctx context.Context) {
-	close(w.quit)
-	select {
-	case <-w.stopped:
-	case <-ctx.Done():
-	}
+// errWorkerStopped ends a worker that was told to stop while it could not
+// finish a batch (paused for a failing module): the batch stays
+// uncommitted, and nothing failed.
+var errWorkerStopped = errors.New("partition worker stopped")
+
+// stop tells the worker to finish the batches already handed to it, send
+// its last chunks and return. It does not wait: see stopped.
+func (w *partitionWorker) stop() {
+	w.quitOnce.Do(func() { close(w.quit) })
 }
 
 // run is the worker's goroutine. It stops when told to, after sending what
-// it holds, or when the pipeline's work context ends.
+// it holds, or when its context ends. A worker that is stopped or cancelled
+// never fails the pipeline: what it did not finish stays uncommitted.
 func (w *partitionWorker) run() {
 	defer close(w.stopped)
-	ctx := w.p.workCtx
+	defer w.cancel()
+	ctx := w.ctx
 	defer func() {
 		if w.inst != nil {
 			_ = w.inst.Close(context.Background())
@@ -121,7 +134,7 @@ func (w *partitionWorker) run() {
 	for {
 		for _, b := range w.take() {
 			if err := w.process(ctx, b); err != nil {
-				w.p.fail(err)
+				w.exit(ctx, err)
 				return
 			}
 		}
@@ -130,19 +143,19 @@ func (w *partitionWorker) run() {
 		case <-tick.C:
 			if !w.openedAt.IsZero() && time.Since(w.openedAt) >= linger {
 				if err := w.sealAll(ctx); err != nil {
-					w.p.fail(err)
+					w.exit(ctx, err)
 					return
 				}
 			}
 		case <-w.quit:
 			for _, b := range w.take() {
 				if err := w.process(ctx, b); err != nil {
-					w.p.fail(err)
+					w.exit(ctx, err)
 					return
 				}
 			}
 			if err := w.sealAll(ctx); err != nil {
-				w.p.fail(err)
+				w.exit(ctx, err)
 			}
 			return
 		case <-ctx.Done():
@@ -151,11 +164,27 @@ func (w *partitionWorker) run() {
 	}
 }
 
+// exit ends the worker after err: a stop or cancellation is not a failure
+// of the pipeline; anything else is.
+func (w *partitionWorker) exit(ctx context.Context, err error) {
+	if errors.Is(err, errWorkerStopped) || ctx.Err() != nil {
+		w.p.log.Debug("partition worker stopped with work unfinished; it stays uncommitted",
+			"partition", w.tp.String(), "reason", err)
+		return
+	}
+	w.p.fail(err)
+}
+
 // process transforms one polled batch and appends its rows. Records the
 // module fails on go to the dead-letter topic; a failing instance is replaced
 // and the batch bisected until the records that fail on their own are found.
+//
+// The batch's ack is released only when every record is accounted for; a
+// batch that ends in an error keeps it, so its offsets are never committed.
+// Blocks that reach the chunk size are sealed after every module call, so
+// what one poll's output holds is bounded by chunk_bytes plus one call's
+// output, however many records the poll brought.
 func (w *partitionWorker) process(ctx context.Context, b polledBatch) error {
-	defer b.ack.Done()
 	defer b.span.End()
 	w.spanCtx = b.ctx
 	if err := w.pickVersion(); err != nil {
@@ -174,11 +203,33 @@ func (w *partitionWorker) process(ctx context.Context, b polledBatch) error {
 			bytes += rb
 			n++
 		}
+		before := w.openBytes()
 		if err := w.transform(ctx, recs[:n], b.ack); err != nil {
+			return err
+		}
+		// The rows count against the budget until the batch is done, so
+		// that output far larger than its input pauses fetching too.
+		b.ack.addBytes(int64(w.openBytes() - before))
+		if err := w.sealFull(ctx); err != nil {
 			return err
 		}
 		recs = recs[n:]
 	}
+	b.ack.Done()
+	return nil
+}
+
+// openBytes is the encoded size of the worker's open blocks.
+func (w *partitionWorker) openBytes() int {
+	n := 0
+	for _, b := range w.blocks {
+		n += b.Size()
+	}
+	return n
+}
+
+// sealFull seals every block that reached the chunk size.
+func (w *partitionWorker) sealFull(ctx context.Context) error {
 	target := w.p.sink.Config().ChunkBytes
 	for i, blk := range w.blocks {
 		if blk.Size() >= target {
@@ -191,12 +242,16 @@ func (w *partitionWorker) process(ctx context.Context, b polledBatch) error {
 }
 
 // transform runs recs through the instance. On an instance failure it
-// bisects: each half runs on a fresh instance, down to single records, which
-// are dead-lettered with the failure.
+// bisects: each half runs on a fresh instance, down to single records. A
+// record is dead-lettered with the failure only when it fails alone on a
+// fresh instance, so that the state an earlier record left in a stateful
+// module never blames an innocent one; only such poison records and
+// instances that fail to start count towards the crash-loop budget.
 func (w *partitionWorker) transform(ctx context.Context, recs []*kgo.Record, ack *batchAck) error {
 	if err := w.ensureInstance(ctx); err != nil {
 		return err
 	}
+	fresh := w.instCalls == 0
 	w.batch.Records = w.batch.Records[:0]
 	// Headers of every record share one slab reused across calls, so a
 	// record with headers costs no allocation. A record's slice stays valid
@@ -217,6 +272,7 @@ func (w *partitionWorker) transform(ctx context.Context, recs []*kgo.Record, ack
 	started := time.Now()
 	out, err := w.inst.Transform(ctx, &w.batch)
 	w.p.metrics.moduleSeconds.Observe(time.Since(started).Seconds())
+	w.instCalls++
 	if err != nil {
 		if span.IsRecording() {
 			span.RecordError(err)
@@ -225,15 +281,25 @@ func (w *partitionWorker) transform(ctx context.Context, recs []*kgo.Record, ack
 			span.SetAttributes(attrRecordsIn.Int(len(recs)))
 		}
 		span.End()
+		if ctx.Err() != nil {
+			// Interrupted because the worker is stopping: no one's fault.
+			return ctx.Err()
+		}
 		var trap *wasmhost.TrapError
 		if !errors.As(err, &trap) {
 			return fmt.Errorf("partition %s offsets %d-%d: %w", w.tp, recs[0].Offset, recs[len(recs)-1].Offset, err)
 		}
 		w.route.failed(trap)
-		if err := w.instanceFailed(ctx, err); err != nil {
-			return err
-		}
+		w.p.stats.traps.Add(1)
+		w.discardInstance()
 		if len(recs) == 1 {
+			if !fresh {
+				// Try it once more alone on a fresh instance.
+				return w.transform(ctx, recs, ack)
+			}
+			if err := w.moduleFailed(ctx, err); err != nil {
+				return err
+			}
 			return w.deadLetter(ctx, recs[0], ack, err.Error())
 		}
 		mid := len(recs) / 2
@@ -287,10 +353,7 @@ func (w *partitionWorker) pickVersion() error {
 	if cur == w.mv {
 		return nil
 	}
-	if w.inst != nil {
-		_ = w.inst.Close(context.Background())
-		w.inst = nil
-	}
+	w.discardInstance()
 	if w.mv != nil {
 		w.p.log.Info("partition changed module version", "partition", w.tp.String(), "route", w.route.String(),
 			"from", w.mv.module.SHA256, "to", cur.module.SHA256)
@@ -300,25 +363,44 @@ func (w *partitionWorker) pickVersion() error {
 	return nil
 }
 
+// ensureInstance starts an instance if the worker has none. An instance
+// that fails to start (a trap or a refusal in sluice_init) is a failure of
+// the module like a trap: it counts towards the crash-loop budget, the
+// partition cools down when the module keeps failing, and the start is
+// tried again; the records wait, uncommitted, and other partitions flow.
 func (w *partitionWorker) ensureInstance(ctx context.Context) error {
-	if w.inst != nil {
-		return nil
+	for w.inst == nil {
+		inst, err := w.mv.module.Instantiate(ctx, w.route.init)
+		if err == nil {
+			w.inst, w.instCalls = inst, 0
+			w.p.stats.instances.Add(1)
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		w.route.failedCause("init")
+		w.p.log.Warn("module instance failed to start", "module", w.route.String(), "sha256", w.mv.module.SHA256,
+			"partition", w.tp.String(), "err", err)
+		if err := w.moduleFailed(ctx, err); err != nil {
+			return err
+		}
 	}
-	inst, err := w.mv.module.Instantiate(ctx, w.route.init)
-	if err != nil {
-		return fmt.Errorf("partition %s: %w", w.tp, err)
-	}
-	w.inst = inst
-	w.p.stats.instances.Add(1)
 	return nil
 }
 
-// instanceFailed discards the instance and, when the module keeps failing,
-// pauses the partition for the cool-down.
-func (w *partitionWorker) instanceFailed(ctx context.Context, cause error) error {
-	_ = w.inst.Close(context.Background())
-	w.inst = nil
-	w.p.stats.traps.Add(1)
+func (w *partitionWorker) discardInstance() {
+	if w.inst != nil {
+		_ = w.inst.Close(context.Background())
+		w.inst = nil
+	}
+}
+
+// moduleFailed counts a failure of the module (a poison record or an
+// instance that would not start) and, when the module keeps failing, pauses
+// the partition for the cool-down. It returns errWorkerStopped when the
+// worker is told to stop meanwhile, and ctx's error when it ends.
+func (w *partitionWorker) moduleFailed(ctx context.Context, cause error) error {
 	now := time.Now()
 	w.traps = append(w.traps, now)
 	for len(w.traps) > 0 && now.Sub(w.traps[0]) > time.Minute {
@@ -333,15 +415,17 @@ func (w *partitionWorker) instanceFailed(ctx context.Context, cause error) error
 	w.p.setModulePaused(w.tp, true)
 	defer w.p.setModulePaused(w.tp, false)
 	w.traps = w.traps[:0]
+	t := time.NewTimer(cool)
+	defer t.Stop()
 	select {
-	case <-time.After(cool):
+	case <-t.C:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-w.quit:
 		// Stopping: the rest of this batch is not processed and stays
 		// uncommitted.
-		return fmt.Errorf("partition %s: stopped while paused after repeated module failures", w.tp)
+		return errWorkerStopped
 	}
 }
 
@@ -357,6 +441,12 @@ func (w *partitionWorker) deadLetter(ctx context.Context, r *kgo.Record, ack *ba
 	ack.hold()
 	w.p.dlq.send(ctx, r, m.Name, m.SHA256, cause, func(err error) {
 		if err != nil {
+			if ctx.Err() != nil {
+				// The worker was stopped meanwhile: the record stays
+				// uncommitted and is dead-lettered again by whoever
+				// consumes it next.
+				return
+			}
 			w.p.fail(fmt.Errorf("dead-letter record %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err))
 			return
 		}

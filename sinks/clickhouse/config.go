@@ -97,6 +97,13 @@ type Config struct {
 	// Defaults 100ms and 10s.
 	RetryMin time.Duration `yaml:"retry_min"`
 	RetryMax time.Duration `yaml:"retry_max"`
+	// PermanentRetryInterval is how often an insert that failed with a
+	// permanent error (unknown table or column, type mismatch, a value out
+	// of range, missing rights) is tried again. Such an insert never stops
+	// the sink and is never dropped: it is parked with its rows and acks,
+	// the table shows in Failing and its pipeline's offsets stay where
+	// they are, while other tables flow. Default 30s.
+	PermanentRetryInterval time.Duration `yaml:"permanent_retry_interval"`
 
 	// Routing is "endpoint" (default), "distributed" or "shards"; see the
 	// Routing* constants.
@@ -192,6 +199,7 @@ func (c *Config) Validate() error {
 	setDur(&c.InsertLinger, 500*time.Millisecond)
 	setDur(&c.RetryMin, 100*time.Millisecond)
 	setDur(&c.RetryMax, 10*time.Second)
+	setDur(&c.PermanentRetryInterval, 30*time.Second)
 	setDur(&c.Cluster.BreakerCooldown, 30*time.Second)
 	setInt(&c.ChunkBytes, 1<<20)
 	setInt(&c.QueueCapacity, 8)
@@ -223,7 +231,7 @@ func (c *Config) Validate() error {
 		{"clickhouse.dial_timeout", c.DialTimeout}, {"clickhouse.read_timeout", c.ReadTimeout},
 		{"clickhouse.connect_timeout", c.ConnectTimeout}, {"clickhouse.chunk_linger", c.ChunkLinger},
 		{"clickhouse.insert_linger", c.InsertLinger}, {"clickhouse.retry_min", c.RetryMin},
-		{"clickhouse.retry_max", c.RetryMax}, {"clickhouse.cluster.breaker_cooldown", c.Cluster.BreakerCooldown},
+		{"clickhouse.retry_max", c.RetryMax}, {"clickhouse.permanent_retry_interval", c.PermanentRetryInterval}, {"clickhouse.cluster.breaker_cooldown", c.Cluster.BreakerCooldown},
 	} {
 		if d.v < 0 {
 			return fmt.Errorf("%s: must be positive, got %s", d.name, d.v)

@@ -67,9 +67,13 @@ func (s *Sink) Ping(ctx context.Context, timeout time.Duration) error {
 	return nil
 }
 
-// Failing reports a shard whose last insert attempt failed, with the
-// error, or "" when every shard's last attempt succeeded.
+// Failing reports the tables whose inserts are parked after a permanent
+// error, else a shard whose last insert attempt failed, with the error; ""
+// when nothing is parked and every shard's last attempt succeeded.
 func (s *Sink) Failing() string {
+	if msg := s.parkedFailing(); msg != "" {
+		return msg
+	}
 	for _, sh := range s.shardList() {
 		if msg := sh.failing.Load(); msg != nil {
 			return *msg

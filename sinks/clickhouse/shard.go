@@ -276,28 +276,55 @@ func (w *worker) pull(ctx context.Context, ins *openInsert) *part {
 	}
 	w.timer.Reset(wait)
 	defer w.timer.Stop()
+	var p *part
 	select {
-	case p, ok := <-w.sh.queue:
-		switch {
-		case !ok:
-		case p.chunk.Block.table != ins.t:
-			w.held = p
-		default:
-			ins.add(p)
-			return p
-		}
+	case p = <-w.sh.queue:
 	case <-w.timer.C:
 	case <-ctx.Done():
+	case <-w.s.closing:
+		// No more parts come; take one already queued, if any.
+		select {
+		case p = <-w.sh.queue:
+		default:
+		}
+	}
+	switch {
+	case p == nil:
+	case p.chunk.Block.table != ins.t:
+		w.held = p
+	default:
+		ins.add(p)
+		return p
 	}
 	ins.sealed = true
 	return nil
 }
 
-// run inserts queued parts until the queue is closed and drained or ctx
-// ends; it returns a permanent insert error. An insert starts with the
-// first part at hand and, while it is open, takes more parts of the same
-// table as they come, until max_insert_rows, max_insert_bytes or
-// insert_linger after its start.
+// next waits for the next queued part. After Close it returns what is
+// still queued, then nil once no Send is left that could add more.
+func (w *worker) next(ctx context.Context) *part {
+	select {
+	case p := <-w.sh.queue:
+		return p
+	case <-ctx.Done():
+		return nil
+	case <-w.s.closing:
+		w.s.senders.Wait()
+		select {
+		case p := <-w.sh.queue:
+			return p
+		default:
+			return nil
+		}
+	}
+}
+
+// run inserts queued parts until the sink is closed and the queue drained,
+// or ctx ends. An insert starts with the first part at hand and, while it
+// is open, takes more parts of the same table as they come, until
+// max_insert_rows, max_insert_bytes or insert_linger after its start. An
+// insert that fails permanently is parked (see park) and the worker goes
+// on with the queue: one broken table never stops the others.
 func (w *worker) run(ctx context.Context) error {
 	defer w.closeConn()
 	w.timer = time.NewTimer(time.Hour)
@@ -306,13 +333,7 @@ func (w *worker) run(ctx context.Context) error {
 		first := w.held
 		w.held = nil
 		if first == nil {
-			select {
-			case p, ok := <-w.sh.queue:
-				if !ok {
-					return nil
-				}
-				first = p
-			case <-ctx.Done():
+			if first = w.next(ctx); first == nil {
 				return nil
 			}
 		}
@@ -320,7 +341,8 @@ func (w *worker) run(ctx context.Context) error {
 		ins.add(first)
 		if err := w.insertWithRetry(ctx, ins); err != nil {
 			if errors.As(err, new(*PermanentError)) {
-				return err
+				w.s.park(w.sh, ins, err)
+				continue
 			}
 			return nil // ctx ended
 		}

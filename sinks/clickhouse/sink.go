@@ -55,6 +55,15 @@ type Sink struct {
 	closed   bool
 	closing  chan struct{}
 	added    chan struct{} // a shard was added while Run may be running
+	// senders counts Sends in progress; Add only under mu while !closed.
+	senders sync.WaitGroup
+
+	// parked holds the inserts of tables that failed permanently, per
+	// table and shard, each retried by its own goroutine (see park);
+	// guarded by mu.
+	parked     map[parkKey]*parkedInserts
+	background sync.WaitGroup // parked-insert retriers; Run waits for them
+	runCtx     context.Context
 
 	tablesMu  sync.Mutex // serializes discovery
 	tables    map[string]*Table
@@ -87,6 +96,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Sink, error) {
 		closing:  make(chan struct{}),
 		added:    make(chan struct{}, 1),
 		tables:   map[string]*Table{},
+		parked:   map[parkKey]*parkedInserts{},
 	}
 	tlsConf, err := s.tlsConfig()
 	if err != nil {
@@ -243,15 +253,17 @@ func (s *Sink) releaseBlock(b *Block) {
 // parts on its shard's queue. It waits while a queue it needs is full,
 // which is how a slow server pushes back on the pipeline, and returns ctx's
 // error if ctx ends first (parts already queued are still inserted, but the
-// chunk is never acked). After Close it returns ErrClosed; a Send racing
-// with Close is a bug of the caller.
+// chunk is never acked). After Close, or when Close is called while it
+// waits, it returns ErrClosed, and the chunk is never acked.
 func (s *Sink) Send(ctx context.Context, c *Chunk) error {
 	s.mu.Lock()
-	closed := s.closed
-	s.mu.Unlock()
-	if closed {
+	if s.closed {
+		s.mu.Unlock()
 		return ErrClosed
 	}
+	s.senders.Add(1)
+	s.mu.Unlock()
+	defer s.senders.Done()
 	b := c.Block
 	if b.Rows() == 0 {
 		for _, a := range c.Acks {
@@ -280,6 +292,9 @@ func (s *Sink) Send(ctx context.Context, c *Chunk) error {
 		case <-ctx.Done():
 			s.inflightParts.Add(-1)
 			return ctx.Err()
+		case <-s.closing:
+			s.inflightParts.Add(-1)
+			return ErrClosed
 		}
 	}
 	return nil
@@ -325,8 +340,10 @@ func (s *Sink) QueueFull() bool {
 	return false
 }
 
-// Close tells the workers that no more chunks come: they insert what is
-// queued and Run returns.
+// Close tells the workers that no more chunks come: a Send waiting for
+// room returns ErrClosed, the workers insert what is queued, and Run
+// returns. The queues themselves stay open, so that a Send racing with
+// Close can never panic.
 func (s *Sink) Close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -335,9 +352,6 @@ func (s *Sink) Close() {
 	}
 	s.closed = true
 	close(s.closing)
-	for _, sh := range s.shards {
-		close(sh.queue)
-	}
 }
 
 // Stats are the sink's counters.
@@ -397,13 +411,19 @@ func (s *Sink) Stats() Stats {
 }
 
 // Run runs every shard's workers until Close has been called and the
-// queues are drained, or ctx ends, or an insert fails permanently
-// (returned as a *PermanentError). Shards discovered by Table while Run
-// runs get their workers at once. Cancelling ctx abandons queued chunks
-// without acking them.
+// queues are drained, or ctx ends. An insert that fails permanently does
+// not stop Run: it is parked with its table's other failed inserts and
+// retried every PermanentRetryInterval (see Failing), while every other
+// table flows. Shards discovered by Table while Run runs get their workers
+// at once. Cancelling ctx abandons queued and parked chunks without acking
+// them. Run returns an error naming what was not inserted.
 func (s *Sink) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	s.mu.Lock()
+	s.runCtx = ctx
+	s.mu.Unlock()
+	defer s.background.Wait()
 	var (
 		wg       sync.WaitGroup
 		errOnce  sync.Once
@@ -453,6 +473,9 @@ wait:
 	}
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	if msg := s.parkedFailing(); msg != "" {
+		return fmt.Errorf("clickhouse sink stopped with %d chunk parts not inserted: %s", s.inflightParts.Load(), msg)
 	}
 	return fmt.Errorf("clickhouse sink stopped with %d chunk parts not inserted", s.inflightParts.Load())
 }
