@@ -1,0 +1,266 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/testinfra"
+	"github.com/sluicehq/sluice/internal/wasmbuild"
+)
+
+// TestChaos is the randomized fault injector: for each seed, the real
+// sluice binary runs two tenants (acme and beta, four partitions each) on
+// the real broker and ClickHouse while a producer writes records with
+// unique ids, and every fault kind (see chaosKinds) strikes once, in an
+// order and at moments drawn from the seed. sluice is restarted one second
+// after every exit. Once every fault is healed and the committed offsets
+// stop moving, the processes are drained and an independent checker
+// compares, per partition, the committed offset against the rows in
+// ClickHouse and the dead-letter topic.
+//
+// A seed fails when a record below the committed offset is neither in
+// ClickHouse nor dead-lettered, when sluice panics, when a drain overruns
+// shutdown_timeout, when a row does not match its record, or when records
+// are still undelivered after every fault was healed.
+//
+// `go test` runs the reduced profile (seeds 1 and 2); SLUICE_CHAOS=full
+// runs 50 seeds with more records and faults; SLUICE_CHAOS_SEED=<first>
+// and SLUICE_CHAOS_SEEDS=<count> choose the seeds, so
+// SLUICE_CHAOS_SEED=7 SLUICE_CHAOS_SEEDS=1 reproduces seed 7.
+func TestChaos(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the chaos run needs the real broker and ClickHouse")
+	}
+	prof := chaosProfileFromEnv(t)
+	env := &chaosEnv{
+		bin:      buildSluice(t),
+		v1:       wasmbuild.BuildVersionT(t, versionedModule, "v1"),
+		initFail: wasmbuild.BuildVersionT(t, "examples/adversarial/init-fails-later", "period=4"),
+		cacheDir: t.TempDir(),
+		ch:       testinfra.ClickHouseT(t),
+		kafka:    testinfra.KafkaT(t),
+	}
+	var (
+		mu    sync.Mutex
+		table []string
+	)
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		t.Logf("chaos run, profile %s, seeds %v, shutdown_timeout %s:\n%s\n%s", prof.name, prof.seeds, prof.shutdown,
+			chaosHeader, strings.Join(table, "\n"))
+	})
+	for _, seed := range prof.seeds {
+		t.Run(fmt.Sprintf("seed_%d", seed), func(t *testing.T) {
+			lines := runChaosSeed(t, env, prof, seed)
+			mu.Lock()
+			table = append(table, lines...)
+			mu.Unlock()
+		})
+	}
+}
+
+const chaosHeader = "seed  tenant  produced  landed  dead-lettered  duplicates  committed-but-missing  undelivered  max drain  quiescence / exits"
+
+// runChaosSeed runs one seed and returns its lines of the results table.
+func runChaosSeed(t *testing.T, env *chaosEnv, prof chaosProfile, seed uint64) []string {
+	healServers(t, env)
+	r := newChaosRun(t, env, prof, seed)
+	plan := chaosPlan(r.rng, prof)
+	t.Logf("seed %d: %v", seed, plan)
+	t.Logf("reproduce: SLUICE_CHAOS_SEED=%d SLUICE_CHAOS_SEEDS=1 go test -count=1 -run 'TestChaos$' -v ./engine/", seed)
+	t.Cleanup(func() {
+		// On a failed run, end what is left; the timeline and the log tails
+		// say what happened.
+		r.b.shutdown()
+		r.a.shutdown()
+		if t.Failed() {
+			r.mu.Lock()
+			t.Logf("seed %d timeline:\n%s", seed, strings.Join(r.timeline, "\n"))
+			r.mu.Unlock()
+			for _, in := range []*chaosInstance{r.a, r.b} {
+				for _, e := range in.exits() {
+					if e.panic != "" || (e.cause == "" && e.code != 0) {
+						t.Logf("sluice %s pid %d (%s) log tail:\n%s", e.instance, e.pid, e, logTail(e.log, 30))
+					}
+				}
+			}
+		}
+	})
+
+	watchCtx, stopWatch := context.WithCancel(context.Background())
+	watchDone := make(chan struct{})
+	go func() {
+		defer close(watchDone)
+		r.watchCommits(watchCtx)
+	}()
+	defer func() {
+		stopWatch()
+		<-watchDone
+	}()
+
+	r.a.setWant(true)
+	if err := r.a.waitAdmin(2 * time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	// v1 goes into a's module store, so that init_fail can go back to it.
+	if err := r.a.cliRetry(time.Minute, "push", "-note", "v1", env.v1); err != nil {
+		t.Fatal(err)
+	}
+	stopProducing := make(chan struct{})
+	produced := r.produce(stopProducing)
+	if _, ok := r.waitProgress(0, 2*time.Minute); !ok {
+		t.Fatal("nothing was committed within 2 minutes of the first records")
+	}
+	var sum int64
+	for _, f := range plan {
+		time.Sleep(f.gap)
+		if err := r.inject(f); err != nil {
+			t.Fatalf("harness: fault %s: %v", f.kind, err)
+		}
+		// Let records flow before the next fault, if they can.
+		sum, _ = r.waitProgress(sum, 20*time.Second)
+	}
+	close(stopProducing)
+	if err := <-produced; err != nil {
+		t.Errorf("producer: %v", err)
+	}
+	r.logf("producer done: %d records acknowledged", r.produced.Load())
+	left, how := r.quiesce()
+	r.logf("quiescence: %s", how)
+	r.b.shutdown()
+	r.a.shutdown()
+	stopWatch()
+	<-watchDone
+
+	checks, err := r.check()
+	if err != nil {
+		t.Fatalf("checker: %v", err)
+	}
+	return r.verdict(checks, left, how)
+}
+
+// verdict asserts on the checker's results and formats the seed's lines of
+// the table.
+func (r *chaosRun) verdict(checks []partitionCheck, left int64, how string) []string {
+	t := r.t
+	type sums struct{ produced, landed, dead, dups, missing, undelivered int }
+	per := map[string]*sums{}
+	for _, c := range checks {
+		s := per[c.tenant]
+		if s == nil {
+			s = &sums{}
+			per[c.tenant] = s
+		}
+		s.produced += c.produced
+		s.landed += c.landed
+		s.dead += c.deadLet
+		s.dups += c.rows - c.landed
+		s.missing += len(c.missing)
+		s.undelivered += len(c.unresolved)
+		pk := fmt.Sprintf("%s/%d", c.topic, c.partition)
+		detail := fmt.Sprintf("%s: produced %d (end %d), committed %d, landed %d (%d rows), dead-lettered %d",
+			pk, c.produced, c.end, c.committed, c.landed, c.rows, c.deadLet)
+		if len(c.missing) > 0 {
+			t.Errorf("COMMITTED BUT MISSING: %s; %d records below the committed offset are neither in ClickHouse nor dead-lettered: offsets %s; first %s",
+				detail, len(c.missing), ranges(c.missing), r.near(r.commitTime(pk, c.missing[0])))
+		}
+		if n := len(c.unresolved) - len(c.missing); n > 0 {
+			var tail []int64
+			for _, o := range c.unresolved {
+				if o >= c.committed {
+					tail = append(tail, o)
+				}
+			}
+			t.Errorf("UNDELIVERED: %s; %d records above the committed offset neither landed nor dead-lettered after every fault was healed (%s): offsets %s",
+				detail, n, how, ranges(tail))
+		}
+		for _, b := range c.corrupt {
+			t.Errorf("CORRUPT: %s: %s", pk, b)
+		}
+	}
+	var exits []string
+	var maxDrain time.Duration
+	for _, in := range []*chaosInstance{r.a, r.b} {
+		var codes []string
+		for _, e := range in.exits() {
+			codes = append(codes, shortExit(e))
+			if e.panic != "" {
+				t.Errorf("PANIC: sluice %s pid %d: %s (log %s)", e.instance, e.pid, e.panic, e.log)
+			}
+			if strings.Contains(e.cause, "did not exit") {
+				t.Errorf("HUNG: sluice %s pid %d did not exit within shutdown_timeout %s + 20s of SIGTERM", e.instance, e.pid, r.prof.shutdown)
+			}
+			if e.drain > maxDrain {
+				maxDrain = e.drain
+			}
+			if e.drain > r.prof.shutdown+5*time.Second {
+				t.Errorf("SLOW DRAIN: sluice %s pid %d took %.1fs to exit after SIGTERM, shutdown_timeout is %s", e.instance, e.pid, e.drain.Seconds(), r.prof.shutdown)
+			}
+		}
+		exits = append(exits, fmt.Sprintf("%s[%s]", in.name, strings.Join(codes, " ")))
+	}
+	var lines []string
+	for _, tenant := range []string{r.acme.id, r.beta.id} {
+		s := per[tenant]
+		lines = append(lines, fmt.Sprintf("%4d  %-6s  %8d  %6d  %13d  %10d  %21d  %11d  %6.1fs    %s / %s",
+			r.seed, tenant, s.produced, s.landed, s.dead, s.dups, s.missing, s.undelivered, maxDrain.Seconds(), how, strings.Join(exits, " ")))
+	}
+	t.Logf("seed %d results:\n%s\n%s", r.seed, chaosHeader, strings.Join(lines, "\n"))
+	_ = left
+	return lines
+}
+
+// shortExit is an exit for the table: the code, "k" for kill -9 by the
+// harness, "t" after the harness's SIGTERM, "P" for a panic.
+func shortExit(e chaosExit) string {
+	s := fmt.Sprint(e.code)
+	if e.signal != "" {
+		s = "sig" + strings.TrimPrefix(strings.ToUpper(e.signal), "SIG")
+	}
+	switch {
+	case strings.HasPrefix(e.cause, "kill"):
+		s = "k"
+	case strings.Contains(e.cause, "did not exit"):
+		s += "hung"
+	case e.cause != "":
+		s += "t"
+	}
+	if e.panic != "" {
+		s += "P"
+	}
+	return s
+}
+
+// healServers makes sure both servers run, whatever an earlier seed left.
+func healServers(t *testing.T, env *chaosEnv) {
+	t.Helper()
+	if pid := env.ch.PID(); pid != 0 {
+		_ = syscall.Kill(pid, syscall.SIGCONT)
+	} else if err := env.ch.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if env.kafka.PID() == 0 {
+		if err := env.kafka.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func logTail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
