@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -32,7 +33,9 @@ import (
 // `go test` runs the reduced profile (seeds 1 and 2); SLUICE_CHAOS=full
 // runs 50 seeds with more records and faults; SLUICE_CHAOS_SEED=<first>
 // and SLUICE_CHAOS_SEEDS=<count> choose the seeds, so
-// SLUICE_CHAOS_SEED=7 SLUICE_CHAOS_SEEDS=1 reproduces seed 7.
+// SLUICE_CHAOS_SEED=7 SLUICE_CHAOS_SEEDS=1 reproduces seed 7, and
+// SLUICE_CHAOS_SKIP=oversized_dlq,init_fail leaves fault kinds out (a skip
+// changes the plan a seed draws).
 func TestChaos(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the chaos run needs the real broker and ClickHouse")
@@ -66,11 +69,14 @@ func TestChaos(t *testing.T) {
 	}
 }
 
+var digits = regexp.MustCompile(`[0-9]+`)
+
 const chaosHeader = "seed  tenant  produced  landed  dead-lettered  duplicates  committed-but-missing  undelivered  max drain  quiescence / exits"
 
 // runChaosSeed runs one seed and returns its lines of the results table.
 func runChaosSeed(t *testing.T, env *chaosEnv, prof chaosProfile, seed uint64) []string {
 	healServers(t, env)
+	hellos := countInFile(env.ch.ErrorLog(), "Unexpected packet Hello")
 	r := newChaosRun(t, env, prof, seed)
 	plan := chaosPlan(r.rng, prof)
 	t.Logf("seed %d: %v", seed, plan)
@@ -84,12 +90,24 @@ func runChaosSeed(t *testing.T, env *chaosEnv, prof chaosProfile, seed uint64) [
 			r.mu.Lock()
 			t.Logf("seed %d timeline:\n%s", seed, strings.Join(r.timeline, "\n"))
 			r.mu.Unlock()
+			// Log tails of the panics; the other unexpected exits once per
+			// distinct last error.
+			seen := map[string]int{}
 			for _, in := range []*chaosInstance{r.a, r.b} {
 				for _, e := range in.exits() {
-					if e.panic != "" || (e.cause == "" && e.code != 0) {
-						t.Logf("sluice %s pid %d (%s) log tail:\n%s", e.instance, e.pid, e, logTail(e.log, 30))
+					switch {
+					case e.panic != "":
+						t.Logf("sluice %s pid %d (%s) log tail:\n%s", e.instance, e.pid, e, logTail(e.log, 40))
+					case e.cause == "" && e.code != 0:
+						msg := digits.ReplaceAllString(e.lastErr, "N")
+						if seen[msg]++; seen[msg] == 1 {
+							t.Logf("sluice %s pid %d (%s) log tail:\n%s", e.instance, e.pid, e, logTail(e.log, 15))
+						}
 					}
 				}
+			}
+			for msg, n := range seen {
+				t.Logf("%d unexpected exit(s) with: %s", n, msg)
 			}
 		}
 	})
@@ -143,6 +161,11 @@ func runChaosSeed(t *testing.T, env *chaosEnv, prof chaosProfile, seed uint64) [
 	if err != nil {
 		t.Fatalf("checker: %v", err)
 	}
+	if n := countInFile(env.ch.ErrorLog(), "Unexpected packet Hello") - hellos; n > 0 {
+		// A connection reused after a cancelled insert (issue 20); logged,
+		// not failed: the insert is retried.
+		t.Logf("ClickHouse logged %d × \"Unexpected packet Hello received from client\" during seed %d", n, seed)
+	}
 	return r.verdict(checks, left, how)
 }
 
@@ -168,8 +191,8 @@ func (r *chaosRun) verdict(checks []partitionCheck, left int64, how string) []st
 		detail := fmt.Sprintf("%s: produced %d (end %d), committed %d, landed %d (%d rows), dead-lettered %d",
 			pk, c.produced, c.end, c.committed, c.landed, c.rows, c.deadLet)
 		if len(c.missing) > 0 {
-			t.Errorf("COMMITTED BUT MISSING: %s; %d records below the committed offset are neither in ClickHouse nor dead-lettered: offsets %s; first %s",
-				detail, len(c.missing), ranges(c.missing), r.near(r.commitTime(pk, c.missing[0])))
+			t.Errorf("COMMITTED BUT MISSING: %s; %d records below the committed offset are neither in ClickHouse nor dead-lettered: offsets %s",
+				detail, len(c.missing), r.missingRanges(pk, c.missing))
 		}
 		if n := len(c.unresolved) - len(c.missing); n > 0 {
 			var tail []int64
@@ -263,4 +286,9 @@ func logTail(path string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+func countInFile(path, s string) int {
+	b, _ := os.ReadFile(path)
+	return strings.Count(string(b), s)
 }
