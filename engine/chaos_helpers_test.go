@@ -1208,9 +1208,10 @@ func (r *chaosRun) near(at time.Time) string {
 		return "commit not observed by the watch (at the final drain?)"
 	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
+	faults := append([]chaosSpan(nil), r.faultLog...)
+	r.mu.Unlock()
 	var names []string
-	for _, f := range r.faultLog {
+	for _, f := range faults {
 		if !at.Before(f.start) && (f.end.IsZero() || !at.After(f.end.Add(15*time.Second))) {
 			names = append(names, f.kind)
 		}
@@ -1218,6 +1219,16 @@ func (r *chaosRun) near(at time.Time) string {
 	s := fmt.Sprintf("committed at %.2fs", at.Sub(r.start).Seconds())
 	if len(names) > 0 {
 		s += " during/after " + strings.Join(names, ",")
+	}
+	for _, in := range []*chaosInstance{r.a, r.b} {
+		for _, e := range in.exits() {
+			if d := e.ended.Sub(at); d > -3*time.Second && d < 3*time.Second {
+				s += fmt.Sprintf(", by %s pid %d which ended at %.2fs: %s", e.instance, e.pid, e.ended.Sub(r.start).Seconds(), e)
+				if e.cause == "" && e.lastErr != "" {
+					s += ": " + e.lastErr
+				}
+			}
+		}
 	}
 	return s
 }
