@@ -888,14 +888,39 @@ func (r *chaosRun) inject(f chaosFault) error {
 		defer cancel()
 		return r.env.kafka.Start(sctx)
 	case faultRebalance:
+		// Half of the joins happen while ClickHouse is frozen, so that a's
+		// revoked partitions still have rows in flight; half of the leaves
+		// are a kill -9, so that b's partitions come back after the
+		// session timeout.
+		freeze := f.pick%2 == 1
 		r.b.setWant(true)
-		if err := r.b.waitAdmin(60 * time.Second); err != nil {
+		// b's admin API answers once it has connected to ClickHouse and
+		// Kafka, just before it joins the group.
+		if err := r.b.waitAdmin(90 * time.Second); err != nil {
 			r.logf("b: %v", err)
 		}
+		pid := ch.PID()
+		if freeze && pid != 0 {
+			r.logf("clickhouse frozen for the join")
+			if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+				return err
+			}
+		}
 		r.waitMembers(2, 30*time.Second)
+		if freeze && pid != 0 {
+			time.Sleep(f.hold)
+			if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+				return err
+			}
+			r.logf("clickhouse thawed")
+		}
 		time.Sleep(f.hold)
 		r.b.setWant(false)
-		r.b.term()
+		if f.pick%4 >= 2 {
+			r.b.kill9()
+		} else {
+			r.b.term()
+		}
 	case faultInitFail:
 		if err := r.a.cliRetry(60*time.Second, "push", "-activate", "-note", "init-fails-later", r.env.initFail); err != nil {
 			r.logf("init_fail: could not activate: %v", err)
