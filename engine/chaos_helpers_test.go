@@ -52,7 +52,7 @@ type chaosProfile struct {
 func chaosProfileFromEnv(t *testing.T) chaosProfile {
 	p := chaosProfile{
 		name: "reduced", rate: 25, minRecords: 1000, hold: [2]float64{1.5, 3}, gap: [2]float64{0.3, 1.5},
-		stall: 20 * time.Second, quiesceMax: 2 * time.Minute, shutdown: 10 * time.Second,
+		stall: 30 * time.Second, quiesceMax: 2 * time.Minute, shutdown: 10 * time.Second,
 	}
 	n := 2
 	if os.Getenv("SLUICE_CHAOS") == "full" {
@@ -195,6 +195,7 @@ type chaosRun struct {
 	start time.Time
 
 	a, b *chaosInstance
+	plan []chaosFault
 
 	producer *kgo.Client
 	admin    *kadm.Client
@@ -207,6 +208,9 @@ type chaosRun struct {
 	faultLog []chaosSpan // faults with their start and end
 	commits  map[string][]chaosCommit
 	drains   []time.Duration
+	// missingNear counts committed-but-missing records by the fault kinds
+	// around the commit that passed them.
+	missingNear map[string]int
 }
 
 type chaosSpan struct {
@@ -234,14 +238,15 @@ func newChaosRun(t *testing.T, env *chaosEnv, prof chaosProfile, seed uint64) *c
 	s := fmt.Sprintf("s%d", seed)
 	r := &chaosRun{
 		t: t, env: env, prof: prof, seed: seed,
-		rng:     rand.New(rand.NewPCG(seed, 0xc4a05)),
-		dir:     t.TempDir(),
-		group:   "chaos-" + s,
-		dlq:     "chaos-" + s + "-dlq",
-		acme:    chaosTenant{id: "acme", topic: "chaos-" + s + "-acme", table: "chaos_acme_" + s},
-		beta:    chaosTenant{id: "beta", topic: "chaos-" + s + "-beta", table: "chaos_beta_" + s},
-		start:   time.Now(),
-		commits: map[string][]chaosCommit{},
+		rng:         rand.New(rand.NewPCG(seed, 0xc4a05)),
+		dir:         t.TempDir(),
+		group:       "chaos-" + s,
+		dlq:         "chaos-" + s + "-dlq",
+		acme:        chaosTenant{id: "acme", topic: "chaos-" + s + "-acme", table: "chaos_acme_" + s},
+		beta:        chaosTenant{id: "beta", topic: "chaos-" + s + "-beta", table: "chaos_beta_" + s},
+		start:       time.Now(),
+		commits:     map[string][]chaosCommit{},
+		missingNear: map[string]int{},
 	}
 	ctx := context.Background()
 	for _, tn := range []chaosTenant{r.acme, r.beta} {
@@ -1229,8 +1234,14 @@ func (r *chaosRun) commitTime(pk string, offset int64) time.Time {
 
 // near names the faults active at, or ended within 15s before, moment at.
 func (r *chaosRun) near(at time.Time) string {
+	s, _ := r.nearKinds(at)
+	return s
+}
+
+// nearKinds is near with the kinds of those faults.
+func (r *chaosRun) nearKinds(at time.Time) (string, []string) {
 	if at.IsZero() {
-		return "commit not observed by the watch (at the final drain?)"
+		return "commit not observed by the watch (at the final drain?)", nil
 	}
 	r.mu.Lock()
 	faults := append([]chaosSpan(nil), r.faultLog...)
@@ -1255,7 +1266,7 @@ func (r *chaosRun) near(at time.Time) string {
 			}
 		}
 	}
-	return s
+	return s, names
 }
 
 // ranges prints offsets as compact ranges.
@@ -1292,7 +1303,16 @@ func (r *chaosRun) missingRanges(pk string, offs []int64) string {
 		if j > i {
 			span = fmt.Sprintf("%d-%d", offs[i], offs[j])
 		}
-		parts = append(parts, fmt.Sprintf("%s (%s)", span, r.near(r.commitTime(pk, offs[i]))))
+		desc, kinds := r.nearKinds(r.commitTime(pk, offs[i]))
+		if len(kinds) == 0 {
+			kinds = []string{"(no fault near)"}
+		}
+		r.mu.Lock()
+		for _, k := range kinds {
+			r.missingNear[k] += j - i + 1
+		}
+		r.mu.Unlock()
+		parts = append(parts, fmt.Sprintf("%s (%s)", span, desc))
 		i = j + 1
 	}
 	if len(parts) > 8 {

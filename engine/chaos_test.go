@@ -50,21 +50,51 @@ func TestChaos(t *testing.T) {
 		kafka:    testinfra.KafkaT(t),
 	}
 	var (
-		mu    sync.Mutex
-		table []string
+		mu     sync.Mutex
+		table  []string
+		byKind = map[string]*chaosKindTally{}
 	)
 	t.Cleanup(func() {
 		mu.Lock()
 		defer mu.Unlock()
-		t.Logf("chaos run, profile %s, seeds %v, shutdown_timeout %s:\n%s\n%s", prof.name, prof.seeds, prof.shutdown,
-			chaosHeader, strings.Join(table, "\n"))
+		var kinds []string
+		for _, k := range append(append([]string(nil), chaosKinds...), "(no fault near)") {
+			if k, ok := byKind[k]; ok {
+				kinds = append(kinds, fmt.Sprintf("%-16s  %5d  %24d  %d", k.kind, k.seeds, k.badSeeds, k.missing))
+			}
+		}
+		t.Logf("chaos run, profile %s, seeds %v, shutdown_timeout %s:\n%s\n%s\n\nper fault kind (a bad commit counts for every fault active or healed within 15 s before it):\n"+
+			"kind              seeds  seeds with a bad commit near  committed-but-missing near\n%s",
+			prof.name, prof.seeds, prof.shutdown, chaosHeader, strings.Join(table, "\n"), strings.Join(kinds, "\n"))
 	})
 	for _, seed := range prof.seeds {
 		t.Run(fmt.Sprintf("seed_%d", seed), func(t *testing.T) {
-			lines := runChaosSeed(t, env, prof, seed)
+			r, lines := runChaosSeed(t, env, prof, seed)
 			mu.Lock()
+			defer mu.Unlock()
 			table = append(table, lines...)
-			mu.Unlock()
+			if r == nil {
+				return
+			}
+			tally := func(k string) *chaosKindTally {
+				if byKind[k] == nil {
+					byKind[k] = &chaosKindTally{kind: k}
+				}
+				return byKind[k]
+			}
+			ran := map[string]bool{}
+			for _, f := range r.plan {
+				ran[f.kind] = true
+			}
+			for k := range ran {
+				tally(k).seeds++
+			}
+			r.mu.Lock()
+			for k, n := range r.missingNear {
+				tally(k).badSeeds++
+				tally(k).missing += n
+			}
+			r.mu.Unlock()
 		})
 	}
 }
@@ -73,12 +103,20 @@ var digits = regexp.MustCompile(`[0-9]+`)
 
 const chaosHeader = "seed  tenant  produced  landed  dead-lettered  duplicates  committed-but-missing  undelivered  max drain  quiescence / exits"
 
+// chaosKindTally sums the seeds' results per fault kind.
+type chaosKindTally struct {
+	kind            string
+	seeds, badSeeds int
+	missing         int
+}
+
 // runChaosSeed runs one seed and returns its lines of the results table.
-func runChaosSeed(t *testing.T, env *chaosEnv, prof chaosProfile, seed uint64) []string {
+func runChaosSeed(t *testing.T, env *chaosEnv, prof chaosProfile, seed uint64) (*chaosRun, []string) {
 	healServers(t, env)
 	hellos := countInFile(env.ch.ErrorLog(), "Unexpected packet Hello")
 	r := newChaosRun(t, env, prof, seed)
 	plan := chaosPlan(r.rng, prof)
+	r.plan = plan
 	t.Logf("seed %d: %v", seed, plan)
 	t.Logf("reproduce: SLUICE_CHAOS_SEED=%d SLUICE_CHAOS_SEEDS=1 go test -count=1 -run 'TestChaos$' -v ./engine/", seed)
 	t.Cleanup(func() {
@@ -166,7 +204,7 @@ func runChaosSeed(t *testing.T, env *chaosEnv, prof chaosProfile, seed uint64) [
 		// not failed: the insert is retried.
 		t.Logf("ClickHouse logged %d × \"Unexpected packet Hello received from client\" during seed %d", n, seed)
 	}
-	return r.verdict(checks, left, how)
+	return r, r.verdict(checks, left, how)
 }
 
 // verdict asserts on the checker's results and formats the seed's lines of
