@@ -70,6 +70,7 @@ var (
 	descPauses       = prometheus.NewDesc("sluice_fetch_pauses_total", "Times fetching was paused for backpressure.", nil, nil)
 	descResumes      = prometheus.NewDesc("sluice_fetch_resumes_total", "Times fetching was resumed.", nil, nil)
 	descPaused       = prometheus.NewDesc("sluice_partitions_module_paused", "Partitions paused because their module keeps failing.", nil, nil)
+	descModPauses    = prometheus.NewDesc("sluice_module_pauses_total", "Cool-downs of partitions whose module kept failing (more poison records or failed starts than max_traps_per_minute).", nil, nil)
 	descLag          = prometheus.NewDesc("sluice_consumer_lag", "High watermark minus the next offset to commit.", []string{"topic", "partition"}, nil)
 	descQueueDepth   = prometheus.NewDesc("sluice_sink_queue_depth", "Sealed chunks waiting for a shard worker, over all shards.", nil, nil)
 	descShardQueue   = prometheus.NewDesc("sluice_sink_shard_queue_depth", "Chunk parts waiting in one shard's queue.", []string{"shard"}, nil)
@@ -91,7 +92,7 @@ type collector struct{ p *Pipeline }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descVersionIn, descVersionRows, descVersionLive, descFailures, descRouteInfl, descRoutePaused, descRecordsIn, descErrored, descShardQueue, descShardFailing, descTableRows, descRowsOut, descDeadLettered, descTraps, descInstances,
-		descInflight, descBudget, descPauses, descResumes, descPaused, descLag, descQueueDepth,
+		descInflight, descBudget, descPauses, descResumes, descPaused, descModPauses, descLag, descQueueDepth,
 		descRowsInserted, descInserts, descInsertErrors} {
 		ch <- d
 	}
@@ -112,6 +113,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descDeadLettered, st.DeadLettered)
 	counter(descTraps, st.Traps)
 	counter(descInstances, st.Instances)
+	counter(descModPauses, st.ModulePauses)
 	gauge(descInflight, st.InflightBytes)
 	gauge(descBudget, p.sumFlow(func(f *flowControl) int64 { return f.high }))
 	counter(descPauses, st.Pauses)

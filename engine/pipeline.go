@@ -664,14 +664,18 @@ func (c *pingCache) check(ping func() error) error {
 // stats are the pipeline's counters.
 type stats struct {
 	recordsIn, rowsOut, recordsErrored, deadLettered, traps, instances atomic.Int64
+	modulePauses                                                       atomic.Int64
 }
 
 // Stats is a snapshot of the pipeline's counters.
 type Stats struct {
 	RecordsIn, RowsOut, RecordsErrored, DeadLettered, Traps, Instances int64
-	InflightBytes, PeakInflightBytes                                   int64
-	Pauses, Resumes                                                    int64
-	Sink                                                               clickhouse.Stats
+	// ModulePauses counts cool-downs of partitions whose module kept
+	// failing.
+	ModulePauses                     int64
+	InflightBytes, PeakInflightBytes int64
+	Pauses, Resumes                  int64
+	Sink                             clickhouse.Stats
 }
 
 // Stats returns the pipeline's counters.
@@ -681,6 +685,7 @@ func (p *Pipeline) Stats() Stats {
 		RecordsErrored: p.stats.recordsErrored.Load(),
 		DeadLettered:   p.stats.deadLettered.Load(), Traps: p.stats.traps.Load(),
 		Instances:         p.stats.instances.Load(),
+		ModulePauses:      p.stats.modulePauses.Load(),
 		InflightBytes:     p.sumFlow(func(f *flowControl) int64 { return f.inflight.Load() }),
 		PeakInflightBytes: p.sumFlow(func(f *flowControl) int64 { return f.peak.Load() }),
 		Pauses:            p.sumFlow(func(f *flowControl) int64 { return f.pauses.Load() }),

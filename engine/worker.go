@@ -412,6 +412,7 @@ func (w *partitionWorker) moduleFailed(ctx context.Context, cause error) error {
 	cool := w.route.trapCooldown
 	w.p.log.Error("module keeps failing; pausing its partition", "module", w.route.String(), "sha256", w.mv.module.SHA256,
 		"partition", w.tp.String(), "failures_last_minute", len(w.traps), "cooldown", cool, "last_error", cause)
+	w.p.stats.modulePauses.Add(1)
 	w.p.setModulePaused(w.tp, true)
 	defer w.p.setModulePaused(w.tp, false)
 	w.traps = w.traps[:0]

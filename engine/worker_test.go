@@ -196,3 +196,40 @@ func TestStopWorkersWaitsForCancelledWorker(t *testing.T) {
 		t.Fatalf("a stopped worker failed the pipeline: %v", err)
 	}
 }
+
+// TestMetricsAfterReactivation: activating a binary the route ran before
+// (a rollback) keeps one metric series per binary, counting on; before,
+// the second series of the same labels made every scrape fail with 500.
+func TestMetricsAfterReactivation(t *testing.T) {
+	p, r := workerTestPipeline(t, 1, time.Second)
+	first := r.cur.Load()
+	first.recordsIn.Add(7)
+	m, err := p.rt.Load(context.Background(), "log-normalize", logNormalize(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	again := &moduleVersion{module: m}
+	if old := r.activate(again); old != first {
+		t.Fatal("activate did not return the version it replaced")
+	}
+	again.recordsIn.Add(3)
+	families, err := p.metrics.registry.Gather()
+	if err != nil {
+		t.Fatalf("scrape after re-activation: %v", err)
+	}
+	series := 0
+	for _, f := range families {
+		if f.GetName() != "sluice_module_records_in_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			series++
+			if v := m.GetCounter().GetValue(); v != 10 {
+				t.Errorf("records in = %v, want 7 + 3 over both activations", v)
+			}
+		}
+	}
+	if series != 1 {
+		t.Errorf("%d series of sluice_module_records_in_total, want 1", series)
+	}
+}
