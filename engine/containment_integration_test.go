@@ -112,7 +112,8 @@ func TestContainment(t *testing.T) {
 	logNormalize := wasmbuild.BuildT(t, "examples/log-normalize")
 	tenant := func(id, topic, table string) engine.TenantConfig {
 		return engine.TenantConfig{ID: id, Pipelines: []engine.TenantPipelineConfig{{Name: "logs",
-			Topics: []string{topic}, Tables: []string{table}, Module: engine.TenantModuleConfig{Path: logNormalize}}}}
+			Topics: []string{topic}, Tables: []string{table},
+			Module: engine.TenantModuleConfig{Path: logNormalize, Params: map[string]string{"table": table}}}}}
 	}
 	const perRun = 20_000
 
