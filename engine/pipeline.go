@@ -46,6 +46,10 @@ type Pipeline struct {
 	// polling is true while the poll loop runs; ping caches the last
 	// ClickHouse reachability check for readiness.
 	polling atomic.Bool
+	// drained is set once Run has stopped every worker and the sink and
+	// made its final commit: the revoke that leaving the group causes has
+	// nothing left to wait for.
+	drained atomic.Bool
 	ping    pingCache
 
 	pausedMu sync.Mutex
@@ -343,6 +347,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	if err := p.commitSync(commitCtx, nil); err != nil && runErr == nil {
 		runErr = err
 	}
+	p.drained.Store(true)
 	p.client.AllowRebalance()
 	return runErr
 }
@@ -547,6 +552,12 @@ func (p *Pipeline) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[str
 		for _, part := range parts {
 			tps = append(tps, topicPartition{topic, part})
 		}
+	}
+	if p.drained.Load() {
+		// Leaving the group after Run's drain and final commit: nothing
+		// in flight can land any more.
+		p.forget(tps)
+		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.Kafka.RevokeTimeout)
 	defer cancel()
