@@ -143,12 +143,16 @@ func TestNewColumnTypes(t *testing.T) {
 		"String", "FixedString(16)", "LowCardinality(String)", "Nullable(String)", "Array(Nullable(Int32))",
 		"Date", "DateTime", "DateTime('UTC')", "DateTime64(3)", "UUID", "IPv4", "IPv6", "Bool",
 		"Enum16('x' = 1000)", "Decimal(18, 4)", "Array(Array(String))",
+		"DateTime64(6, 'Europe/Berlin')", "Date32", "Decimal32(2)", "Decimal256(20)", "Int128", "UInt256",
+		"Map(String, Array(Nullable(UInt8)))", "Tuple(a UInt8, b Nullable(String))", "Tuple(UInt8, Map(String, String))",
+		"Array(Tuple(String, Float64))", "JSON", "Array(LowCardinality(Nullable(String)))",
 	} {
 		if _, err := newColumn(typ); err != nil {
 			t.Errorf("%s: %v", typ, err)
 		}
 	}
-	for _, typ := range []string{"Map(String, String)", "Tuple(a UInt8)", "FixedString(x)", "Enum8()", "JSON"} {
+	for _, typ := range []string{"Map(String)", "Tuple()", "Map(String, Tuple())", "FixedString(x)", "Enum8()",
+		"AggregateFunction(uniq, UInt64)", "Variant(String, UInt64)"} {
 		if _, err := newColumn(typ); err == nil {
 			t.Errorf("%s: no error for an unsupported type", typ)
 		}

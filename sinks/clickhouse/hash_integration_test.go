@@ -91,8 +91,9 @@ func edge(typ string) string {
 
 // TestServerSettingsDetected checks which per-insert settings the sink
 // finds on each server over both transports: none on 18.16 (over native no
-// per-query setting reaches it; over HTTP it knows neither), both
-// insert_deduplication_token and async_insert on 26.9.
+// per-query setting reaches it; over HTTP it knows none), all of
+// insert_deduplication_token, async_insert and
+// input_format_native_allow_types_conversion on 26.9.
 func TestServerSettingsDetected(t *testing.T) {
 	testinfra.EachClickHouse(t, testinfra.ClickHouseOptions{}, func(t *testing.T, ch *testinfra.ClickHouse) {
 		ctx := context.Background()
@@ -104,7 +105,7 @@ func TestServerSettingsDetected(t *testing.T) {
 			want := int32(0) // 18.16 over native: not asked
 			switch {
 			case ch.Server == testinfra.Modern:
-				want = settingsAsked | settingDedupToken | settingAsyncInsert
+				want = settingsAsked | settingDedupToken | settingAsyncInsert | settingNativeConversion
 			case tr == TransportHTTP:
 				want = settingsAsked
 			}

@@ -178,6 +178,9 @@ const (
 	settingsAsked      = 1 << iota // the server has answered
 	settingDedupToken              // insert_deduplication_token
 	settingAsyncInsert             // async_insert
+	// input_format_native_allow_types_conversion: the Native format
+	// converts a column to the table's type (e.g. T to LowCardinality(T)).
+	settingNativeConversion
 )
 
 // serverSettings reports which of the per-insert settings sluice may send
@@ -191,7 +194,8 @@ func (s *Sink) serverSettings(ctx context.Context, rep *replica) int32 {
 	if v := rep.settings.Load(); v&settingsAsked != 0 {
 		return v
 	}
-	rows, err := s.tr.query(ctx, rep, "SELECT name FROM system.settings WHERE name IN ('insert_deduplication_token', 'async_insert')")
+	rows, err := s.tr.query(ctx, rep, "SELECT name FROM system.settings WHERE name IN "+
+		"('insert_deduplication_token', 'async_insert', 'input_format_native_allow_types_conversion')")
 	if err != nil {
 		return 0
 	}
@@ -203,6 +207,8 @@ func (s *Sink) serverSettings(ctx context.Context, rep *replica) int32 {
 			v |= settingDedupToken
 		case r[0] == "async_insert":
 			v |= settingAsyncInsert
+		case r[0] == "input_format_native_allow_types_conversion":
+			v |= settingNativeConversion
 		}
 	}
 	rep.settings.Store(v)
