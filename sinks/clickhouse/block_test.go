@@ -187,3 +187,36 @@ func FuzzBlockAppendRow(f *testing.F) {
 		}
 	})
 }
+
+// FuzzNestedAppendRow fuzzes the Map and Tuple decoders and their nesting:
+// a row either decodes whole or leaves the block as it was.
+func FuzzNestedAppendRow(f *testing.F) {
+	f.Add([]byte{0, 1, 1, 'k', 2, 0, 7, 1, 1, 0, 1, 'x'})
+	f.Add([]byte{0, 0, 0})
+	f.Add([]byte{})
+	tbl, err := NewTable("db", "t", []Column{
+		{Name: "m", Type: "Map(LowCardinality(String), Array(Nullable(UInt8)))"},
+		{Name: "t", Type: "Tuple(a UInt8, b Nullable(String))"},
+	})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		b := tbl.NewBlock()
+		if err := b.AppendRow(data); err == nil {
+			t.Logf("decoded %x", data)
+		}
+		before := b.Size()
+		rows := b.Rows()
+		if err := b.AppendRow(data); err != nil {
+			if b.Rows() != rows || b.Size() != before {
+				t.Fatalf("failed row left data behind: rows %d size %d", b.Rows(), b.Size())
+			}
+			return
+		}
+		var buf proto.Buffer
+		if err := b.EncodeNative(&buf); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
