@@ -21,6 +21,7 @@ var vectorWriters = map[[2]string]func(*Row){
 	{"Nullable(String)", "NULL"}:                   func(r *Row) { r.Null() },
 	{"LowCardinality(Nullable(String))", "'x'"}:    func(r *Row) { r.String("x") },
 	{"Array(UInt8)", "[1, 2]"}:                     func(r *Row) { r.BeginArray(2).UInt8(1).UInt8(2) },
+	{"LowCardinality(FixedString(2))", "'ab'"}:     func(r *Row) { r.FixedString([]byte("ab")) },
 	{"DateTime", "'2026-11-29 10:11:12'"}:          func(r *Row) { r.Time(utc(2026, 11, 29, 10, 11, 12, 0)) },
 	{"DateTime('UTC')", "'2026-11-29 10:11:12'"}:   func(r *Row) { r.DateTime(uint32(utc(2026, 11, 29, 10, 11, 12, 0).Unix())) },
 	{"DateTime('Europe/Berlin')", "1780308000"}:    func(r *Row) { r.Time(time.Unix(1780308000, 0)) },

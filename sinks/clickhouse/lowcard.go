@@ -31,7 +31,7 @@ func lowCardinalityKind(typ string) (int, error) {
 	case "Nullable(String)":
 		return 2, nil
 	}
-	return 0, fmt.Errorf("type %s cannot be sent in the Native format over HTTP (only LowCardinality(String) and LowCardinality(Nullable(String)) can)", typ)
+	return 0, fmt.Errorf("type %s cannot be sent in the Native format over HTTP to this server (only LowCardinality(String) and LowCardinality(Nullable(String)) can, unless the server converts columns: input_format_native_allow_types_conversion); use transport native", typ)
 }
 
 // httpLowCardinality reports an error for a type whose LowCardinality parts

@@ -52,6 +52,7 @@ int main(void) {
 	V("Nullable(String)", "NULL", sluice_put_null(o));
 	V("LowCardinality(Nullable(String))", "'x'", sluice_put_not_null(o); sluice_put_cstr(o, "x"));
 	V("Array(UInt8)", "[1, 2]", sluice_put_array(o, 2); sluice_put_u8(o, 1); sluice_put_u8(o, 2));
+	V("LowCardinality(FixedString(2))", "'ab'", sluice_put_fixed(o, "ab", 2));
 	V("DateTime", "'2026-11-29 10:11:12'", sluice_put_time_datetime(o, T2026));
 	V("DateTime('UTC')", "'2026-11-29 10:11:12'", sluice_put_datetime(o, (uint32_t)T2026));
 	V("DateTime('Europe/Berlin')", "1780308000", sluice_put_time_datetime(o, 1780308000));
