@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # deps.sh installs the real services sluice's integration tests run against:
-#   - ClickHouse (Debian's clickhouse-server / clickhouse-client packages)
+#   - ClickHouse 18.16 (Debian's clickhouse-server / clickhouse-client packages)
+#   - ClickHouse 26.9 (PyPI's chdb-core, pinned, in a Python venv in the cache;
+#     internal/testinfra serves it on loopback through its clickhouse-local)
 #   - the Apache Kafka 4.1.1 server jars (from Maven Central, via mvn) in a cache
 # and the C toolchain for guest modules written in C (guest-sdk/c): Debian's
 # clang-14, lld-14, wasi-libc and libclang-rt-14-dev-wasm32.
@@ -9,7 +11,9 @@ set -euo pipefail
 
 KAFKA_VERSION=4.1.1
 SCALA_VERSION=2.13
+CHDB_VERSION=26.9.0
 CACHE_DIR="${SLUICE_CACHE:-$HOME/.cache/sluice}"
+CHDB_VENV="$CACHE_DIR/chdb-$CHDB_VERSION"
 KAFKA_LIBS="$CACHE_DIR/kafka-$KAFKA_VERSION/libs"
 
 SUDO=()
@@ -40,6 +44,46 @@ if command -v clickhouse-server >/dev/null 2>&1 && command -v clickhouse-client 
 else
 	apt_install clickhouse-server clickhouse-client
 	echo "clickhouse: installed"
+fi
+
+# --- ClickHouse 26.9 (chdb-core) ----------------------------------------------
+# The wheel is the ClickHouse engine as one Python extension needing only libc;
+# its Python dependencies (pandas, pyarrow) are not used, hence --no-deps.
+# Installs into a temporary venv under a lock, then marks it complete, so that
+# concurrent runs and interrupted installs never leave a half venv in use.
+chdb_ok() { [ -f "$CHDB_VENV/.complete" ] && [ -x "$CHDB_VENV/bin/python" ]; }
+if chdb_ok; then
+	echo "clickhouse $CHDB_VERSION (chdb-core): already installed ($CHDB_VENV)"
+else
+	if ! command -v python3 >/dev/null 2>&1; then
+		apt_install python3 python3-venv
+	fi
+	probe="$(mktemp -d)"
+	if ! python3 -m venv --without-pip "$probe/v" >/dev/null 2>&1; then
+		apt_install python3-venv
+	fi
+	rm -rf "$probe"
+	mkdir -p "$CACHE_DIR"
+	exec 9>"$CACHE_DIR/.chdb-$CHDB_VERSION.lock"
+	flock 9
+	if ! chdb_ok; then
+		rm -rf "$CHDB_VENV"
+		python3 -m venv "$CHDB_VENV"
+		if ! "$CHDB_VENV/bin/python" -m pip install -q --no-deps --disable-pip-version-check \
+			"chdb-core==$CHDB_VERSION"; then
+			rm -rf "$CHDB_VENV"
+			echo "deps: pip failed to install chdb-core==$CHDB_VERSION" >&2
+			exit 1
+		fi
+		if ! "$CHDB_VENV/bin/python" -c 'import importlib.machinery as m, sys; s = m.PathFinder.find_spec("chdb"); sys.exit(0 if s and m.PathFinder.find_spec("_chdb", list(s.submodule_search_locations)) else 1)'; then
+			rm -rf "$CHDB_VENV"
+			echo "deps: chdb-core==$CHDB_VERSION has no chdb/_chdb extension" >&2
+			exit 1
+		fi
+		touch "$CHDB_VENV/.complete"
+	fi
+	exec 9>&-
+	echo "clickhouse $CHDB_VERSION (chdb-core): installed ($CHDB_VENV)"
 fi
 
 # --- clang for wasm32-wasi (guest-sdk/c, examples/log-normalize-c) --------------

@@ -670,7 +670,9 @@ type valueType struct {
 	scale  int // Decimal scale, DateTime64 precision
 	loc    *time.Location
 	enum   map[int64]string
-	elem   *valueType
+	elem   *valueType   // Nullable, Array: the element; Map: the value
+	key    *valueType   // Map
+	elems  []*valueType // Tuple
 	signed bool
 }
 
@@ -692,7 +694,7 @@ func parseValueType(typ string) (valueType, error) {
 		t.width = 4
 	case "Float64":
 		t.width = 8
-	case "Bool", "String", "UUID", "IPv4", "IPv6", "Date", "Date32":
+	case "Bool", "String", "UUID", "IPv4", "IPv6", "Date", "Date32", "JSON":
 	case "FixedString":
 		n, err := strconv.Atoi(strings.TrimSpace(args))
 		if err != nil || n <= 0 {
@@ -775,6 +777,36 @@ func parseValueType(typ string) (valueType, error) {
 			return elem, nil
 		}
 		t.elem = &elem
+	case "Map":
+		parts := chsql.SplitTopLevel(args)
+		if len(parts) != 2 {
+			return t, fmt.Errorf("type %s: want Map(K, V)", typ)
+		}
+		k, err := parseValueType(parts[0])
+		if err != nil {
+			return t, err
+		}
+		v, err := parseValueType(parts[1])
+		if err != nil {
+			return t, err
+		}
+		t.key, t.elem = &k, &v
+	case "Tuple":
+		for _, part := range chsql.SplitTopLevel(args) {
+			part = strings.TrimSpace(part)
+			// "name T": a leading identifier and white space before the type.
+			if i := strings.IndexAny(part, " \t("); i > 0 && part[i] != '(' {
+				part = strings.TrimSpace(part[i:])
+			}
+			e, err := parseValueType(part)
+			if err != nil {
+				return t, err
+			}
+			t.elems = append(t.elems, &e)
+		}
+		if len(t.elems) == 0 {
+			return t, fmt.Errorf("type %s: a Tuple needs elements", typ)
+		}
 	default:
 		return t, fmt.Errorf("the printer does not know type %s", typ)
 	}
@@ -837,12 +869,17 @@ func (t *valueType) decode(b []byte) (any, int, error) {
 			return nil, 0, err
 		}
 		return b[0] != 0, 1, nil
-	case "String":
+	case "String", "JSON":
 		n, k := binary.Uvarint(b)
 		if k <= 0 || uint64(len(b)-k) < n {
 			return nil, 0, errShortRow
 		}
-		return string(b[k : k+int(n)]), k + int(n), nil
+		v := b[k : k+int(n)]
+		if t.kind == "JSON" && json.Valid(v) {
+			// A JSON column carries its text: print it as the JSON it is.
+			return json.RawMessage(bytes.Clone(v)), k + int(n), nil
+		}
+		return string(v), k + int(n), nil
 	case "FixedString":
 		if err := need(t.width); err != nil {
 			return nil, 0, err
@@ -933,6 +970,40 @@ func (t *valueType) decode(b []byte) (any, int, error) {
 		pos := k
 		for range count {
 			v, n, err := t.elem.decode(b[pos:])
+			if err != nil {
+				return nil, 0, err
+			}
+			vals = append(vals, v)
+			pos += n
+		}
+		return vals, pos, nil
+	case "Map":
+		// Printed as [key, value] pairs, in the row's order.
+		count, k := binary.Uvarint(b)
+		if k <= 0 || 2*count > uint64(len(b)) {
+			return nil, 0, errShortRow
+		}
+		pairs := make([]any, 0, count)
+		pos := k
+		for range count {
+			key, n, err := t.key.decode(b[pos:])
+			if err != nil {
+				return nil, 0, err
+			}
+			pos += n
+			v, n, err := t.elem.decode(b[pos:])
+			if err != nil {
+				return nil, 0, err
+			}
+			pos += n
+			pairs = append(pairs, []any{key, v})
+		}
+		return pairs, pos, nil
+	case "Tuple":
+		vals := make([]any, 0, len(t.elems))
+		pos := 0
+		for _, e := range t.elems {
+			v, n, err := e.decode(b[pos:])
 			if err != nil {
 				return nil, 0, err
 			}

@@ -493,6 +493,77 @@ int sluice_fail_bytes(sluice_out *o, const void *msg, size_t n) {
 
 int sluice_fail(sluice_out *o, const char *msg) { return sluice_fail_bytes(o, msg, strlen(msg)); }
 
+/* Seconds since the epoch of 1900-01-01, 2299-12-31 23:59:59 and the last
+ * second a DateTime64(9) reaches; the last day of Date and Date32. */
+#define SLUICE__MIN_1900 (-2208988800LL)
+#define SLUICE__MAX_2299 (10413791999LL)
+#define SLUICE__MAX_DT64_9 (9223372036LL)
+#define SLUICE__DAYS_DATE_MAX 65535
+#define SLUICE__DAYS_DATE32_MIN (-25567)
+#define SLUICE__DAYS_DATE32_MAX 120529
+
+static int64_t floor_days(int64_t secs) { return secs >= 0 ? secs / 86400 : -((-secs + 86399) / 86400); }
+
+static int time_out_of_range(sluice_out *o, const char *type, int64_t secs) {
+	sluice_fail_begin(o);
+	static const char prefix[] = "time out of range for ";
+	sluice_fail_append(o, prefix, sizeof prefix - 1);
+	sluice_fail_append(o, type, strlen(type));
+	char num[24];
+	int n = 0;
+	uint64_t v = secs < 0 ? (uint64_t)(-(secs + 1)) + 1 : (uint64_t)secs;
+	do {
+		num[sizeof num - 1 - n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	if (secs < 0)
+		num[sizeof num - 1 - n++] = '-';
+	static const char mid[] = ": ";
+	sluice_fail_append(o, mid, sizeof mid - 1);
+	sluice_fail_append(o, num + sizeof num - n, (size_t)n);
+	static const char unit[] = " seconds since the epoch";
+	sluice_fail_append(o, unit, sizeof unit - 1);
+	return sluice_fail_end(o);
+}
+
+int sluice_put_time_datetime(sluice_out *o, int64_t secs) {
+	if (secs < 0 || secs > (int64_t)UINT32_MAX)
+		return time_out_of_range(o, "DateTime", secs);
+	sluice_put_u32(o, (uint32_t)secs);
+	return 0;
+}
+
+int sluice_put_time_datetime64(sluice_out *o, int64_t secs, uint32_t nsec, int precision) {
+	if (precision < 0 || precision > 9 || nsec >= 1000000000u)
+		return sluice_fail(o, "DateTime64: precision must be 0…9 and nanoseconds below 10^9");
+	if (secs < SLUICE__MIN_1900 || secs > SLUICE__MAX_2299 ||
+	    (precision == 9 && (secs > SLUICE__MAX_DT64_9 || (secs == SLUICE__MAX_DT64_9 && nsec > 854775807u))))
+		return time_out_of_range(o, "DateTime64", secs);
+	int64_t scale = 1, unit = 1000000000;
+	for (int i = 0; i < precision; i++) {
+		scale *= 10;
+		unit /= 10;
+	}
+	sluice_put_i64(o, secs * scale + (int64_t)(nsec / (uint32_t)unit));
+	return 0;
+}
+
+int sluice_put_time_date(sluice_out *o, int64_t secs) {
+	int64_t days = floor_days(secs);
+	if (days < 0 || days > SLUICE__DAYS_DATE_MAX)
+		return time_out_of_range(o, "Date", secs);
+	sluice_put_u16(o, (uint16_t)days);
+	return 0;
+}
+
+int sluice_put_time_date32(sluice_out *o, int64_t secs) {
+	int64_t days = floor_days(secs);
+	if (days < SLUICE__DAYS_DATE32_MIN || days > SLUICE__DAYS_DATE32_MAX)
+		return time_out_of_range(o, "Date32", secs);
+	sluice_put_i32(o, (int32_t)days);
+	return 0;
+}
+
 int sluice_record_header(const sluice_record *rec, const char *key, sluice_bytes *value) {
 	size_t kn = strlen(key);
 	const uint8_t *p = rec->headers;

@@ -209,6 +209,52 @@ static inline void sluice_put_ipv4(sluice_out *o, uint8_t a, uint8_t b, uint8_t 
 }
 static inline void sluice_put_ipv6(sluice_out *o, const uint8_t addr[16]) { sluice_put_fixed(o, addr, 16); }
 
+/* Date32 (days since the epoch, negative before it) and DateTime64(P)
+ * (ticks of 10^-P seconds since the epoch, e.g. milliseconds for P = 3).
+ * DateTime(tz) and DateTime64(P, tz) take the same values: the zone only
+ * changes how ClickHouse shows them. */
+static inline void sluice_put_date32(sluice_out *o, int32_t days) { sluice_put_i32(o, days); }
+static inline void sluice_put_datetime64(sluice_out *o, int64_t ticks) { sluice_put_i64(o, ticks); }
+
+/* Int128 and UInt128 from their low and high 64 bits (two's complement);
+ * Int256 and UInt256 from four 64-bit limbs, least significant first. */
+static inline void sluice_put_int128(sluice_out *o, uint64_t lo, int64_t hi) {
+	sluice_put_u64(o, lo);
+	sluice_put_i64(o, hi);
+}
+static inline void sluice_put_uint128(sluice_out *o, uint64_t lo, uint64_t hi) {
+	sluice_put_u64(o, lo);
+	sluice_put_u64(o, hi);
+}
+static inline void sluice_put_int256(sluice_out *o, const uint64_t limbs[4]) {
+	for (int i = 0; i < 4; i++)
+		sluice_put_u64(o, limbs[i]);
+}
+
+/* Decimal(P, S), Decimal32(S) … Decimal256(S): the unscaled value (12.34 in
+ * a Decimal(9, 2) is 1234) at the width of P: 4 bytes for P <= 9, 8 for
+ * P <= 18, 16 for P <= 38 (sluice_put_int128), 32 for P <= 76
+ * (sluice_put_int256). */
+static inline void sluice_put_decimal32(sluice_out *o, int32_t unscaled) { sluice_put_i32(o, unscaled); }
+static inline void sluice_put_decimal64(sluice_out *o, int64_t unscaled) { sluice_put_i64(o, unscaled); }
+
+/* Map(K, V): the entry count, then that many key, value pairs. A Tuple is
+ * its elements in order, with nothing before them. A JSON column takes the
+ * value's text, written as a String. */
+static inline void sluice_put_map(sluice_out *o, size_t count) { sluice_put_uvarint(o, count); }
+
+/* Times with range checks, from seconds since the epoch (and nanoseconds
+ * for DateTime64(precision)): a time outside the type's range (DateTime
+ * 1970 … 2106-02-07 06:28:15; Date 1970 … 2149-06-06; Date32 and
+ * DateTime64 1900 … 2299, DateTime64(9) to 2262-04-11 23:47:16) writes
+ * nothing and fails the record, returning -1, instead of landing as some
+ * other date; 0 when written. Dates are the day in UTC; DateTime64
+ * truncates to its precision. */
+int sluice_put_time_datetime(sluice_out *o, int64_t secs);
+int sluice_put_time_datetime64(sluice_out *o, int64_t secs, uint32_t nsec, int precision);
+int sluice_put_time_date(sluice_out *o, int64_t secs);
+int sluice_put_time_date32(sluice_out *o, int64_t secs);
+
 /* ---- record errors ------------------------------------------------------- */
 
 /* Fails the record with the message (copied; the first failure wins) and

@@ -60,7 +60,16 @@
 // Enum16 (by number; Column.EnumValue maps names), IPv4, IPv6. Nullable(T)
 // takes Null(), or a T, optionally after NotNull(). Array(T) takes
 // BeginArray(n) followed by n values of T, or ArrayString, ArrayInt64,
-// ArrayUInt64 for whole slices.
+// ArrayUInt64 for whole slices. Map(K, V) takes BeginMap(n) followed by n
+// key, value pairs; Tuple(…) takes BeginTuple() followed by its elements.
+// Date32 and DateTime64(P[, tz]) take Date32(days) and DateTime64(ticks);
+// Time(t) writes a time.Time into any of Date, Date32, DateTime(…) and
+// DateTime64(…), checking the type's range, so that a zero time.Time or a
+// timestamp in the wrong unit fails the record instead of landing as some
+// other date. Decimal(P, S) and Decimal32…256 take Decimal(unscaled) or
+// DecimalBig; Int128…UInt256 take BigInt, Int128(lo, hi), UInt128(lo, hi);
+// a value out of the type's range fails the record. A JSON column takes
+// the value's text with String.
 //
 // Every write checks, with an integer compare, that its type is the one the
 // next column or array element expects; End checks that the row is complete.

@@ -94,9 +94,12 @@ type Row struct {
 	open  bool
 }
 
+// arrayFrame is an open Array, Map or Tuple: the values it still takes,
+// each of the type seq[i % len(seq)].
 type arrayFrame struct {
-	elem *chtype.Type
-	left int // elements still to write
+	seq  []*chtype.Type
+	i    int
+	left int // values still to write
 }
 
 // want checks that the next value is a k, writing the not-null marker of a
@@ -152,7 +155,11 @@ func (r *Row) advance() {
 		f := &r.stack[r.depth-1]
 		f.left--
 		if f.left > 0 {
-			r.cur = f.elem
+			f.i++
+			if f.i == len(f.seq) {
+				f.i = 0
+			}
+			r.cur = f.seq[f.i]
 			return
 		}
 		r.depth--
@@ -236,17 +243,46 @@ func (r *Row) BeginArray(n int) *Row {
 		return r
 	}
 	r.o.buf = binary.AppendUvarint(r.o.buf, uint64(n))
+	r.enter(n)
+	return r
+}
+
+// enter enters the container at r.cur, which takes n values of its Seq.
+func (r *Row) enter(n int) {
 	if n == 0 {
 		r.advance()
-		return r
+		return
 	}
 	if r.depth == len(r.stack) { // unreachable: chtype.Parse limits the nesting
-		r.mismatch("Array")
+		r.mismatch(r.cur.Kind.String())
+		return
+	}
+	r.stack[r.depth] = arrayFrame{seq: r.cur.Seq, left: n}
+	r.depth++
+	r.cur = r.cur.Seq[0]
+}
+
+// BeginMap starts a Map(K, V) column (or element) of n entries; the next
+// 2n writes are its keys and values, alternately: key, value, key, value.
+func (r *Row) BeginMap(n int) *Row {
+	if !r.want(chtype.Map) {
 		return r
 	}
-	r.stack[r.depth] = arrayFrame{elem: r.cur.Elem, left: n}
-	r.depth++
-	r.cur = r.cur.Elem
+	if n < 0 {
+		r.o.fail(fmt.Errorf("sluice: table %q, column %q: negative map length %d", r.t.Name, r.t.Columns[r.col].Name, n))
+		return r
+	}
+	r.o.buf = binary.AppendUvarint(r.o.buf, uint64(n))
+	r.enter(2 * n)
+	return r
+}
+
+// BeginTuple starts a Tuple column (or element); the next writes are its
+// elements, in order.
+func (r *Row) BeginTuple() *Row {
+	if r.want(chtype.Tuple) {
+		r.enter(len(r.cur.Seq))
+	}
 	return r
 }
 

@@ -90,7 +90,7 @@ func TestWriterChecks(t *testing.T) {
 		{"Enum8('a' = 1)", func(r *Row) { r.Enum8(2) }, `column "c" (Enum8('a' = 1)): 2 is not a declared value`},
 		{"Enum8('a' = 1)", func(r *Row) { r.Enum16(1) }, `expected Enum8('a' = 1), got Enum16`},
 		{"FixedString(2)", func(r *Row) { r.FixedString([]byte("abc")) }, `column "c" (FixedString(2)): 3 bytes do not fit`},
-		{"Decimal(10, 2)", func(r *Row) { r.Int64(1) }, `column "c": the SDK cannot write type Decimal(10, 2): type "Decimal(10, 2)": Decimal is not supported by the guest ABI`},
+		{"Variant(String, UInt8)", func(r *Row) { r.Int64(1) }, `column "c": the SDK cannot write type Variant(String, UInt8): type "Variant(String, UInt8)": Variant is not supported by the guest ABI`},
 		// The first error sticks: later writes do not replace it.
 		{"UInt8", func(r *Row) { r.String("a").UInt8(1).Int8(2) }, `expected UInt8, got String`},
 	}
@@ -137,7 +137,7 @@ func TestWriterRowMisuse(t *testing.T) {
 
 func TestExpect(t *testing.T) {
 	cfg, err := decodeInit(sluicetest.InitPayload(nil, []sluicetest.Table{{Name: "logs", Columns: []sluicetest.Column{
-		{Name: "ts", Type: "DateTime"}, {Name: "e", Type: "Enum8('a' = 1, 'b' = 2)"}, {Name: "d", Type: "Decimal(9, 2)"},
+		{Name: "ts", Type: "DateTime"}, {Name: "e", Type: "Enum8('a' = 1, 'b' = 2)"}, {Name: "d", Type: "Variant(String, UInt8)"},
 	}}}))
 	if err != nil {
 		t.Fatal(err)
@@ -152,16 +152,16 @@ func TestExpect(t *testing.T) {
 	if tb.Columns[2].Supported() == nil || tb.Columns[0].Supported() != nil {
 		t.Error("Supported")
 	}
-	if err := tb.Expect(Col("ts", "DateTime"), Col("e", "Enum8('a'=1,'b'=2)"), Col("d", "Decimal(9,2)")); err == nil ||
-		!strings.Contains(err.Error(), "column #3 d: type \"Decimal(9, 2)\": Decimal is not supported") || strings.Contains(err.Error(), "#2") {
+	if err := tb.Expect(Col("ts", "DateTime"), Col("e", "Enum8('a'=1,'b'=2)"), Col("d", "Variant(String,UInt8)")); err == nil ||
+		!strings.Contains(err.Error(), "column #3 d: type \"Variant(String, UInt8)\": Variant is not supported") || strings.Contains(err.Error(), "#2") {
 		t.Errorf("Expect with an unsupported column: %v", err)
 	}
 	err = tb.Expect(Col("ts", "DateTime('UTC')"), Col("e", "Enum8('a' = 1, 'b' = 2)"))
-	want := `sluice: table "logs" does not have the columns this module writes: column #1 is ts DateTime, want ts DateTime('UTC'); unexpected column #3 d Decimal(9, 2)`
+	want := `sluice: table "logs" does not have the columns this module writes: column #1 is ts DateTime, want ts DateTime('UTC'); unexpected column #3 d Variant(String, UInt8)`
 	if err == nil || err.Error() != want {
 		t.Errorf("Expect:\n got %v\nwant %s", err, want)
 	}
-	err = tb.Expect(Col("ts", "DateTime"), Col("e", "Enum8('a' = 1, 'b' = 2)"), Col("d", "Decimal(9, 2)"), Col("x", "String"))
+	err = tb.Expect(Col("ts", "DateTime"), Col("e", "Enum8('a' = 1, 'b' = 2)"), Col("d", "Variant(String, UInt8)"), Col("x", "String"))
 	if err == nil || !strings.Contains(err.Error(), "missing column #4 x String") {
 		t.Errorf("Expect with a missing column: %v", err)
 	}

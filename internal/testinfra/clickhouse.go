@@ -21,8 +21,14 @@ import (
 
 // ClickHouseOptions configures StartClickHouse. The zero value is valid.
 type ClickHouseOptions struct {
-	// Binary is the clickhouse-server executable; default: looked up on PATH.
+	// Server is which ClickHouse to start; default DefaultServer().
+	Server Server
+	// Binary is the clickhouse-server executable (Legacy); default: looked
+	// up on PATH.
 	Binary string
+	// Chdb is the virtual environment holding chdb-core (Modern); default
+	// DefaultChdbVenv().
+	Chdb string
 	// TCPPort and HTTPPort fix the native and HTTP ports; 0 picks free ones.
 	// Fix them (see FreePorts) when a cluster definition must name a server
 	// before it starts.
@@ -32,7 +38,8 @@ type ClickHouseOptions struct {
 	// </replica></shard>…</two_shards>", for Distributed tables.
 	RemoteServers string
 	// ProfileSettings is a raw XML fragment added to the default profile in
-	// users.xml, e.g. "<max_threads>2</max_threads>".
+	// users.xml, e.g. "<max_threads>2</max_threads>". Settings only one of
+	// the servers knows make the other fail to start or to answer.
 	ProfileSettings string
 	// ExtraConfig is a raw XML fragment appended inside config.xml's root.
 	ExtraConfig string
@@ -46,17 +53,24 @@ type ClickHouseOptions struct {
 	StopTimeout time.Duration
 }
 
-// ClickHouse is a clickhouse-server child process with its own data directory.
+// ClickHouse is a ClickHouse server child process with its own data
+// directory: clickhouse-server (Legacy) or chdb-core's clickhouse-local
+// serving TCP and HTTP (Modern).
 type ClickHouse struct {
 	Addr     string // host:port of the native TCP interface
 	HTTPAddr string // host:port of the HTTP interface
 	TCPPort  int
 	HTTPPort int
 	Dir      string // config, data and logs; removed by Close
+	// Server is the kind of server; Version is what it reported on its
+	// first start ("18.16.1", "26.9.2.1").
+	Server  Server
+	Version Version
 
-	opts   ClickHouseOptions
-	binary string
-	http   *http.Client
+	caps Capabilities
+	opts ClickHouseOptions
+	argv []string // the command that starts the server
+	http *http.Client
 
 	mu   sync.Mutex
 	proc *process
@@ -65,13 +79,33 @@ type ClickHouse struct {
 // StartClickHouse writes a config for a fresh server into a new temporary
 // directory, starts it and returns once it answers SELECT 1 over HTTP.
 func StartClickHouse(ctx context.Context, opts ClickHouseOptions) (*ClickHouse, error) {
-	binary := opts.Binary
-	if binary == "" {
-		binary = "clickhouse-server"
+	if opts.Server == "" {
+		opts.Server = DefaultServer()
 	}
-	path, err := exec.LookPath(binary)
-	if err != nil {
-		return nil, notInstalled("%s not found", binary)
+	var argv []string
+	switch opts.Server {
+	case Legacy:
+		binary := opts.Binary
+		if binary == "" {
+			binary = "clickhouse-server"
+		}
+		path, err := exec.LookPath(binary)
+		if err != nil {
+			return nil, notInstalled("%s (ClickHouse 18.16) not found", binary)
+		}
+		argv = []string{path} // the config file is added below
+	case Modern:
+		venv := opts.Chdb
+		if venv == "" {
+			venv = DefaultChdbVenv()
+		}
+		python := filepath.Join(venv, "bin", "python")
+		if !isExecutable(python) {
+			return nil, notInstalled("no chdb-core %s venv at %s (ClickHouse %s)", ChdbVersion, venv, Modern)
+		}
+		argv = []string{python, chdbLauncher} // the data dir and HTTP port are added below
+	default:
+		return nil, fmt.Errorf("testinfra: unknown ClickHouse server %q (want %q or %q)", opts.Server, Legacy, Modern)
 	}
 	if opts.Timezone == "" {
 		opts.Timezone = "UTC"
@@ -95,19 +129,32 @@ func StartClickHouse(ctx context.Context, opts ClickHouseOptions) (*ClickHouse, 
 		TCPPort:  opts.TCPPort,
 		HTTPPort: opts.HTTPPort,
 		Dir:      dir,
+		Server:   opts.Server,
 		opts:     opts,
-		binary:   path,
+		argv:     argv,
 		// No keep-alive: pooled connections go stale across Stop/Start and
 		// ClickHouse's 3 s keep-alive timeout, and a POST is not retried.
 		http: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}},
 	}
-	if err := c.writeConfig(); err != nil {
+	write := c.writeConfig
+	switch opts.Server {
+	case Legacy:
+		c.argv = append(c.argv, "--config-file="+filepath.Join(dir, "config.xml"))
+	case Modern:
+		c.argv = append(c.argv, filepath.Join(dir, "data"), strconv.Itoa(opts.HTTPPort))
+		write = c.writeModernConfig
+	}
+	if err := write(); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}
 	if err := c.Start(ctx); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
+	}
+	if err := c.probe(ctx); err != nil {
+		_ = c.Close()
+		return nil, fmt.Errorf("testinfra: ask %s for its version and capabilities: %w", c.name(), err)
 	}
 	return c, nil
 }
@@ -224,8 +271,7 @@ func (c *ClickHouse) Start(ctx context.Context) error {
 	if c.proc != nil && !c.proc.exited() {
 		return errors.New("testinfra: clickhouse is already running")
 	}
-	proc, err := startProcess("clickhouse-server", c.Dir, c.stdoutLog(), nil,
-		c.binary, "--config-file="+filepath.Join(c.Dir, "config.xml"))
+	proc, err := startProcess(c.name(), c.Dir, c.stdoutLog(), nil, c.argv...)
 	if err != nil {
 		return err
 	}
@@ -242,17 +288,25 @@ func (c *ClickHouse) Start(ctx context.Context) error {
 		}
 		if proc.exited() {
 			c.proc = nil
-			return fmt.Errorf("testinfra: clickhouse-server %s before answering SELECT 1 on %s:%s",
-				proc.exitStatus(), c.HTTPAddr, c.LogTail(30))
+			return fmt.Errorf("testinfra: %s %s before answering SELECT 1 on %s:%s",
+				c.name(), proc.exitStatus(), c.HTTPAddr, c.LogTail(30))
 		}
 		if ctx.Err() != nil {
 			_ = proc.kill()
 			c.proc = nil
-			return fmt.Errorf("testinfra: clickhouse-server did not answer SELECT 1 on %s in time (last error: %v):%s",
-				c.HTTPAddr, qerr, c.LogTail(30))
+			return fmt.Errorf("testinfra: %s did not answer SELECT 1 on %s in time (last error: %v):%s",
+				c.name(), c.HTTPAddr, qerr, c.LogTail(30))
 		}
 		sleep(50*time.Millisecond, proc.done, ctx.Done())
 	}
+}
+
+// name names the server process in errors.
+func (c *ClickHouse) name() string {
+	if c.Server == Modern {
+		return "clickhouse " + string(Modern) + " (chdb-core clickhouse-local)"
+	}
+	return "clickhouse-server"
 }
 
 // Stop sends SIGTERM, waits up to StopTimeout and then SIGKILLs. It keeps Dir

@@ -72,15 +72,7 @@ func DefaultKafkaLibs() string {
 	if d := os.Getenv("SLUICE_KAFKA_LIBS"); d != "" {
 		return d
 	}
-	cache := os.Getenv("SLUICE_CACHE")
-	if cache == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			home = os.TempDir()
-		}
-		cache = filepath.Join(home, ".cache", "sluice")
-	}
-	return filepath.Join(cache, "kafka-"+KafkaVersion, "libs")
+	return filepath.Join(cacheDir(), "kafka-"+KafkaVersion, "libs")
 }
 
 func findJava(java string) (string, error) {

@@ -8,13 +8,18 @@ import (
 )
 
 // Proxy forwards TCP connections on a loopback port to a target address,
-// optionally limiting the bandwidth of each direction. Tests use it to make a
-// server slow without changing the server.
+// optionally limiting the bandwidth of each direction, swallowing a
+// server's answers or dropping every connection. Tests use it to make a
+// server slow, or an insert's outcome unknown to the client, without
+// changing the server.
 type Proxy struct {
 	Addr   string
 	target string
 	ln     net.Listener
 	rate   atomic.Int64 // bytes per second per direction; 0 = unlimited
+	// swallowAfter > 0: a connection that has sent more than this many
+	// bytes to the target gets nothing more back from it.
+	swallowAfter atomic.Int64
 
 	mu    sync.Mutex
 	conns map[net.Conn]struct{}
@@ -37,6 +42,23 @@ func StartProxy(target string) (*Proxy, error) {
 // (0 removes the limit).
 func (p *Proxy) SetRate(bytesPerSec int64) { p.rate.Store(bytesPerSec) }
 
+// SwallowResponsesAfter makes every connection that has sent more than n
+// bytes to the target (counted from its start) receive nothing more from
+// it: what the target answers is read and dropped. A client then cannot
+// tell that a large request succeeded. 0 turns it off for what the target
+// sends from then on.
+func (p *Proxy) SwallowResponsesAfter(n int64) { p.swallowAfter.Store(n) }
+
+// DropConnections closes every connection being forwarded; the proxy keeps
+// accepting new ones.
+func (p *Proxy) DropConnections() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		c.Close()
+	}
+}
+
 func (p *Proxy) accept() {
 	defer p.wg.Done()
 	for {
@@ -52,13 +74,16 @@ func (p *Proxy) accept() {
 		p.mu.Lock()
 		p.conns[c], p.conns[up] = struct{}{}, struct{}{}
 		p.mu.Unlock()
+		var sent atomic.Int64 // client to target
 		p.wg.Add(2)
-		go p.pipe(up, c)
-		go p.pipe(c, up)
+		go p.pipe(up, c, &sent, nil)
+		go p.pipe(c, up, nil, &sent)
 	}
 }
 
-func (p *Proxy) pipe(dst, src net.Conn) {
+// pipe copies src to dst. Client to target, it adds to count; target to
+// client, it drops what arrives once sent passes the swallow threshold.
+func (p *Proxy) pipe(dst, src net.Conn, count, sent *atomic.Int64) {
 	defer p.wg.Done()
 	defer func() {
 		dst.Close()
@@ -75,8 +100,18 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 			if rate := p.rate.Load(); rate > 0 {
 				time.Sleep(time.Duration(float64(n) / float64(rate) * float64(time.Second)))
 			}
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
+			if count != nil {
+				count.Add(int64(n))
+			}
+			swallow := false
+			if sent != nil {
+				limit := p.swallowAfter.Load()
+				swallow = limit > 0 && sent.Load() > limit
+			}
+			if !swallow {
+				if _, werr := dst.Write(buf[:n]); werr != nil {
+					return
+				}
 			}
 		}
 		if err != nil {

@@ -8,7 +8,8 @@ import (
 
 // ClickHouseT starts a ClickHouse server for t and closes it when t ends. It
 // fails t (never skips) when the server is missing or does not come up. At
-// most one opts is used.
+// most one opts is used; opts.Server picks the server (default
+// DefaultServer()).
 func ClickHouseT(t testing.TB, opts ...ClickHouseOptions) *ClickHouse {
 	t.Helper()
 	var o ClickHouseOptions
@@ -19,7 +20,7 @@ func ClickHouseT(t testing.TB, opts ...ClickHouseOptions) *ClickHouse {
 	defer cancel()
 	c, err := StartClickHouse(ctx, o)
 	if err != nil {
-		t.Fatalf("testinfra: start ClickHouse: %v", err)
+		t.Fatalf("testinfra: start ClickHouse %s: %v", o.Server, err)
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -30,6 +31,28 @@ func ClickHouseT(t testing.TB, opts ...ClickHouseOptions) *ClickHouse {
 		}
 	})
 	return c
+}
+
+// EachServer runs f as a subtest per server of Servers, named after it
+// ("18.16", "26.9"), one after the other. Use it when a test starts its
+// own servers (several, or with options that depend on the server).
+func EachServer(t *testing.T, f func(t *testing.T, server Server)) {
+	t.Helper()
+	for _, s := range Servers {
+		t.Run(string(s), func(t *testing.T) { f(t, s) })
+	}
+}
+
+// EachClickHouse runs f as a subtest per server of Servers with a server
+// of that kind started from opts (its Server field is set per subtest)
+// for the subtest alone. A server that cannot start fails its subtest.
+func EachClickHouse(t *testing.T, opts ClickHouseOptions, f func(t *testing.T, ch *ClickHouse)) {
+	t.Helper()
+	EachServer(t, func(t *testing.T, s Server) {
+		o := opts
+		o.Server = s
+		f(t, ClickHouseT(t, o))
+	})
 }
 
 // KafkaT starts a Kafka broker for t and closes it when t ends. It fails t

@@ -143,12 +143,16 @@ func TestNewColumnTypes(t *testing.T) {
 		"String", "FixedString(16)", "LowCardinality(String)", "Nullable(String)", "Array(Nullable(Int32))",
 		"Date", "DateTime", "DateTime('UTC')", "DateTime64(3)", "UUID", "IPv4", "IPv6", "Bool",
 		"Enum16('x' = 1000)", "Decimal(18, 4)", "Array(Array(String))",
+		"DateTime64(6, 'Europe/Berlin')", "Date32", "Decimal32(2)", "Decimal256(20)", "Int128", "UInt256",
+		"Map(String, Array(Nullable(UInt8)))", "Tuple(a UInt8, b Nullable(String))", "Tuple(UInt8, Map(String, String))",
+		"Array(Tuple(String, Float64))", "JSON", "Array(LowCardinality(Nullable(String)))",
 	} {
 		if _, err := newColumn(typ); err != nil {
 			t.Errorf("%s: %v", typ, err)
 		}
 	}
-	for _, typ := range []string{"Map(String, String)", "Tuple(a UInt8)", "FixedString(x)", "Enum8()", "JSON"} {
+	for _, typ := range []string{"Map(String)", "Tuple()", "Map(String, Tuple())", "FixedString(x)", "Enum8()",
+		"AggregateFunction(uniq, UInt64)", "Variant(String, UInt64)"} {
 		if _, err := newColumn(typ); err == nil {
 			t.Errorf("%s: no error for an unsupported type", typ)
 		}
@@ -173,6 +177,39 @@ func FuzzBlockAppendRow(f *testing.F) {
 		before := b.Size()
 		if err := b.AppendRow(data); err != nil {
 			if b.Rows() != 0 || b.Size() != before {
+				t.Fatalf("failed row left data behind: rows %d size %d", b.Rows(), b.Size())
+			}
+			return
+		}
+		var buf proto.Buffer
+		if err := b.EncodeNative(&buf); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// FuzzNestedAppendRow fuzzes the Map and Tuple decoders and their nesting:
+// a row either decodes whole or leaves the block as it was.
+func FuzzNestedAppendRow(f *testing.F) {
+	f.Add([]byte{0, 1, 1, 'k', 2, 0, 7, 1, 1, 0, 1, 'x'})
+	f.Add([]byte{0, 0, 0})
+	f.Add([]byte{})
+	tbl, err := NewTable("db", "t", []Column{
+		{Name: "m", Type: "Map(LowCardinality(String), Array(Nullable(UInt8)))"},
+		{Name: "t", Type: "Tuple(a UInt8, b Nullable(String))"},
+	})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		b := tbl.NewBlock()
+		if err := b.AppendRow(data); err == nil {
+			t.Logf("decoded %x", data)
+		}
+		before := b.Size()
+		rows := b.Rows()
+		if err := b.AppendRow(data); err != nil {
+			if b.Rows() != rows || b.Size() != before {
 				t.Fatalf("failed row left data behind: rows %d size %d", b.Rows(), b.Size())
 			}
 			return

@@ -65,6 +65,13 @@ func newColumn(typ string) (column, error) {
 		return &fixedColumn{typ: t, width: 8}, nil
 	case "Decimal128":
 		return &fixedColumn{typ: t, width: 16}, nil
+	case "Decimal256":
+		return &fixedColumn{typ: t, width: 32}, nil
+	case "JSON":
+		// Module output carries a JSON value as its text, a String; the
+		// server parses it into the column on insert (26.9 converts a
+		// String column to JSON in the native protocol and Native format).
+		return &stringColumn{}, nil
 	case "Decimal":
 		parts := chsql.SplitTopLevel(args)
 		if len(parts) != 2 {
@@ -120,6 +127,36 @@ func newColumn(typ string) (column, error) {
 			return nil, err
 		}
 		return &arrayColumn{inner: inner}, nil
+	case "Map":
+		parts := chsql.SplitTopLevel(args)
+		if len(parts) != 2 {
+			return nil, fmt.Errorf("type %s: want Map(K, V)", t)
+		}
+		key, err := newColumn(parts[0])
+		if err != nil {
+			return nil, err
+		}
+		value, err := newColumn(parts[1])
+		if err != nil {
+			return nil, err
+		}
+		return &mapColumn{keys: key, values: value}, nil
+	case "Tuple":
+		parts := chsql.SplitTopLevel(args)
+		if len(parts) == 0 {
+			return nil, fmt.Errorf("type %s: a Tuple needs elements", t)
+		}
+		c := &tupleColumn{}
+		for _, p := range parts {
+			name, elemType := tupleElement(p)
+			elem, err := newColumn(elemType)
+			if err != nil {
+				return nil, err
+			}
+			c.names = append(c.names, name)
+			c.elems = append(c.elems, elem)
+		}
+		return c, nil
 	}
 	return nil, fmt.Errorf("unsupported type %s", t)
 }
@@ -486,3 +523,199 @@ func (c *arrayColumn) reset() {
 	c.inner.reset()
 }
 func (c *arrayColumn) size() int { return 8*len(c.offsets) + c.inner.size() }
+
+// tupleElement splits a Tuple element, "T" or "name T", into its name ("" for
+// none) and type. A type never has a space before its first '(' or the end,
+// so a name is a leading identifier followed by white space.
+func tupleElement(s string) (string, string) {
+	s = strings.TrimSpace(s)
+	i := strings.IndexAny(s, " \t\n(")
+	if i <= 0 || s[i] == '(' {
+		return "", s
+	}
+	name := strings.Trim(s[:i], "`")
+	return name, strings.TrimSpace(s[i:])
+}
+
+// mapColumn is Map(K, V): in the Native format an Array(Tuple(K, V)),
+// cumulative offsets then the key column then the value column; in
+// RowBinary a count and that many key, value pairs.
+type mapColumn struct {
+	offsets      proto.ColUInt64
+	keys, values column
+}
+
+func (c *mapColumn) Type() proto.ColumnType {
+	return proto.ColumnType("Map(" + string(c.keys.Type()) + ", " + string(c.values.Type()) + ")")
+}
+func (c *mapColumn) Rows() int { return len(c.offsets) }
+func (c *mapColumn) EncodeColumn(b *proto.Buffer) {
+	c.offsets.EncodeColumn(b)
+	c.keys.EncodeColumn(b)
+	c.values.EncodeColumn(b)
+}
+func (c *mapColumn) WriteColumn(w *proto.Writer) {
+	c.offsets.WriteColumn(w)
+	c.keys.WriteColumn(w)
+	c.values.WriteColumn(w)
+}
+func (c *mapColumn) decode(b []byte) (int, error) {
+	n, k := binary.Uvarint(b)
+	// Every entry takes at least two bytes (a key and a value).
+	if k <= 0 || n > maxArrayLen || 2*n > uint64(len(b)-k) {
+		return 0, fmt.Errorf("map of %d entries does not fit the row", n)
+	}
+	before := c.keys.Rows()
+	pos := k
+	for i := uint64(0); i < n; i++ {
+		m, err := c.keys.decode(b[pos:])
+		if err == nil {
+			pos += m
+			m, err = c.values.decode(b[pos:])
+		}
+		if err != nil {
+			c.keys.truncate(before)
+			c.values.truncate(before)
+			return 0, err
+		}
+		pos += m
+	}
+	c.offsets.Append(uint64(before) + n)
+	return pos, nil
+}
+func (c *mapColumn) skip(b []byte) (int, error) {
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n > maxArrayLen || 2*n > uint64(len(b)-k) {
+		return 0, fmt.Errorf("map of %d entries does not fit the row", n)
+	}
+	pos := k
+	for i := uint64(0); i < 2*n; i++ {
+		col := c.keys
+		if i%2 == 1 {
+			col = c.values
+		}
+		m, err := col.skip(b[pos:])
+		if err != nil {
+			return 0, err
+		}
+		pos += m
+	}
+	return pos, nil
+}
+func (c *mapColumn) appendDefault() { c.offsets.Append(uint64(c.keys.Rows())) }
+func (c *mapColumn) truncate(n int) {
+	c.offsets = c.offsets[:n]
+	end := 0
+	if n > 0 {
+		end = int(c.offsets[n-1])
+	}
+	c.keys.truncate(end)
+	c.values.truncate(end)
+}
+func (c *mapColumn) shape(dst []int) []int {
+	return c.values.shape(c.keys.shape(append(dst, len(c.offsets))))
+}
+func (c *mapColumn) reserve(s []int) []int {
+	c.offsets = make(proto.ColUInt64, 0, s[0])
+	return c.values.reserve(c.keys.reserve(s[1:]))
+}
+func (c *mapColumn) reset() {
+	c.offsets = c.offsets[:0]
+	c.keys.reset()
+	c.values.reset()
+}
+func (c *mapColumn) size() int { return 8*len(c.offsets) + c.keys.size() + c.values.size() }
+
+// tupleColumn is Tuple(T1, …) or Tuple(name1 T1, …): one column per
+// element, in order, in both RowBinary and the Native format.
+type tupleColumn struct {
+	names []string // "" for an unnamed element
+	elems []column
+}
+
+func (c *tupleColumn) Type() proto.ColumnType {
+	var b strings.Builder
+	b.WriteString("Tuple(")
+	for i, e := range c.elems {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		if c.names[i] != "" {
+			b.WriteString(c.names[i] + " ")
+		}
+		b.WriteString(string(e.Type()))
+	}
+	b.WriteString(")")
+	return proto.ColumnType(b.String())
+}
+func (c *tupleColumn) Rows() int { return c.elems[0].Rows() }
+func (c *tupleColumn) EncodeColumn(b *proto.Buffer) {
+	for _, e := range c.elems {
+		e.EncodeColumn(b)
+	}
+}
+func (c *tupleColumn) WriteColumn(w *proto.Writer) {
+	for _, e := range c.elems {
+		e.WriteColumn(w)
+	}
+}
+func (c *tupleColumn) decode(b []byte) (int, error) {
+	before := c.Rows()
+	pos := 0
+	for i, e := range c.elems {
+		m, err := e.decode(b[pos:])
+		if err != nil {
+			for _, d := range c.elems[:i] {
+				d.truncate(before)
+			}
+			return 0, err
+		}
+		pos += m
+	}
+	return pos, nil
+}
+func (c *tupleColumn) skip(b []byte) (int, error) {
+	pos := 0
+	for _, e := range c.elems {
+		m, err := e.skip(b[pos:])
+		if err != nil {
+			return 0, err
+		}
+		pos += m
+	}
+	return pos, nil
+}
+func (c *tupleColumn) appendDefault() {
+	for _, e := range c.elems {
+		e.appendDefault()
+	}
+}
+func (c *tupleColumn) truncate(n int) {
+	for _, e := range c.elems {
+		e.truncate(n)
+	}
+}
+func (c *tupleColumn) shape(dst []int) []int {
+	for _, e := range c.elems {
+		dst = e.shape(dst)
+	}
+	return dst
+}
+func (c *tupleColumn) reserve(s []int) []int {
+	for _, e := range c.elems {
+		s = e.reserve(s)
+	}
+	return s
+}
+func (c *tupleColumn) reset() {
+	for _, e := range c.elems {
+		e.reset()
+	}
+}
+func (c *tupleColumn) size() int {
+	n := 0
+	for _, e := range c.elems {
+		n += e.size()
+	}
+	return n
+}

@@ -115,9 +115,24 @@ type Config struct {
 	// native, set it in the user's profile instead. Default false.
 	DistributedSync bool `yaml:"distributed_sync"`
 	// DedupToken is "auto" (default): where the server knows the
-	// insert_deduplication_token setting, send a token derived from the
-	// inserted chunks' offset ranges and contents, so that a retried insert
-	// is deduplicated by Replicated tables. "off" never sends one.
+	// insert_deduplication_token setting (22.2 on; not 18.16) and per-query
+	// settings reach it, send a token derived from the inserted chunks'
+	// offset ranges and contents, the same on every retry, so that a retry
+	// of an insert that had in fact succeeded is dropped by the server: by
+	// Replicated tables, and by MergeTree tables created with
+	// non_replicated_deduplication_window > 0 (at its default 0 a
+	// MergeTree table deduplicates nothing). Without a token (18.16, or
+	// "off") such a retry leaves the rows twice in a non-Replicated table:
+	// delivery is at least once. "off" never sends one.
+	//
+	// Besides the token, every insert carries async_insert=0 where the
+	// server knows async_insert (21.11 on): sluice batches its inserts
+	// itself, and a server-side async insert would be acknowledged before
+	// its rows are written if the server has wait_for_async_insert=0, and
+	// would be deduplicated by async_insert_deduplicate, not by the token.
+	// Some builds default to async_insert=1 (ClickHouse 26.9 from
+	// chdb-core does), so sluice states it per insert, not by the
+	// server's default.
 	DedupToken string `yaml:"dedup_token"`
 	// Cluster tunes routing shards.
 	Cluster ClusterConfig `yaml:"cluster"`

@@ -71,6 +71,13 @@ var permanentCodes = map[proto.Error]bool{
 	proto.ErrSizesOfColumnsDoesntMatch: true, proto.ErrIncorrectData: true, proto.ErrBadCast: true,
 	proto.ErrCannotParseText: true, proto.ErrCannotParseNumber: true, proto.ErrCannotParseDate: true,
 	proto.ErrCannotParseDatetime: true, proto.ErrCannotParseUUID: true,
+	// Servers that convert a block's column to the table's type on insert
+	// (not 18.16) fail a conversion that cannot work with these.
+	proto.ErrCannotReadArrayFromText: true, proto.ErrCannotReadMapFromText: true,
+	proto.ErrCannotParseInputAssertionFailed: true, proto.ErrCannotParseQuotedString: true,
+	proto.ErrCannotParseEscapeSequence: true, proto.ErrCannotParseBool: true,
+	proto.ErrCannotParseIpv4: true, proto.ErrCannotParseIpv6: true,
+	proto.ErrCannotParseDomainValueFromString: true,
 	// Too large: a value or block beyond the server's limits.
 	proto.ErrTooLargeStringSize: true, proto.ErrTooLargeArraySize: true, proto.ErrTooLargeSizeCompressed: true,
 	// Statement errors are sluice bugs: retrying will not fix them.

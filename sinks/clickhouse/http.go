@@ -170,6 +170,9 @@ func (hc *httpConn) insert(ctx context.Context, t *Table, src *partSource, s ins
 	if s.distributedSync {
 		params.Set("insert_distributed_sync", "1")
 	}
+	if s.asyncInsertOff {
+		params.Set("async_insert", "0")
+	}
 	// net/http may still read a body after Do returned (an answer that
 	// came before the whole body was sent); every body is finished before
 	// insert returns, so that a retry never shares parts or buffers with a

@@ -65,9 +65,7 @@ func (f *fakeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "24.8.1.1\n")
 	case strings.Contains(sql, "system.settings"):
 		if f.knowsToken {
-			io.WriteString(w, "1\n")
-		} else {
-			io.WriteString(w, "0\n")
+			io.WriteString(w, "insert_deduplication_token\nasync_insert\n")
 		}
 	case strings.HasPrefix(sql, "SELECT engine, engine_full FROM system.tables"):
 		io.WriteString(w, "Distributed\tDistributed(c, default, events_local, rand())\n")
@@ -242,6 +240,13 @@ func TestHTTPSettingsOnlyWhereKnown(t *testing.T) {
 	}
 	if old.inserts[1].params.Has("insert_distributed_sync") {
 		t.Errorf("insert_distributed_sync sent without distributed_sync")
+	}
+	// async_insert=0 goes only to a server that knows the setting.
+	if p := modern.inserts[1].params; p.Get("async_insert") != "0" {
+		t.Errorf("modern server: async_insert %q, want 0: params %v", p.Get("async_insert"), p)
+	}
+	if p := old.inserts[1].params; p.Has("async_insert") {
+		t.Errorf("old server: async_insert sent: params %v", p)
 	}
 	if len(modern.inserts[1].ids) != 10 {
 		t.Errorf("uncompressed body held %d ids", len(modern.inserts[1].ids))

@@ -31,7 +31,28 @@ func lowCardinalityKind(typ string) (int, error) {
 	case "Nullable(String)":
 		return 2, nil
 	}
-	return 0, fmt.Errorf("type %s cannot be sent in the Native format over HTTP (only LowCardinality(String) and LowCardinality(Nullable(String)) can)", typ)
+	return 0, fmt.Errorf("type %s cannot be sent in the Native format over HTTP to this server (only LowCardinality(String) and LowCardinality(Nullable(String)) can, unless the server converts columns: input_format_native_allow_types_conversion); use transport native", typ)
+}
+
+// httpLowCardinality reports an error for a type whose LowCardinality parts
+// the Native format over HTTP cannot carry without the server converting
+// columns (input_format_native_allow_types_conversion, not in 18.16):
+// LowCardinality other than LowCardinality(String) and
+// LowCardinality(Nullable(String)) at the top, and any LowCardinality
+// nested in Array, Map, Tuple or Nullable, which sluice sends as the inner
+// type.
+func httpLowCardinality(typ string) error {
+	if _, err := lowCardinalityKind(typ); err != nil {
+		return err
+	}
+	t := strings.TrimSpace(typ)
+	if name, args := splitType(t); name == "LowCardinality" {
+		t = args
+	}
+	if strings.Contains(t, "LowCardinality(") {
+		return fmt.Errorf("type %s cannot be sent in the Native format over HTTP to this server: it has LowCardinality inside, and the server does not convert columns (input_format_native_allow_types_conversion); use transport native", typ)
+	}
+	return nil
 }
 
 // LowCardinality serialization constants (ClickHouse

@@ -45,7 +45,11 @@ func (s *Sink) Table(ctx context.Context, name string) (*Table, error) {
 	}
 	if s.cfg.Transport == TransportHTTP {
 		for _, c := range t.Insert {
-			if _, err := lowCardinalityKind(c.Type); err != nil {
+			err := httpLowCardinality(c.Type)
+			if err != nil && s.serverSettings(ctx, s.endpoint)&settingNativeConversion != 0 {
+				err = nil // the server converts the inner type's column
+			}
+			if err != nil {
 				return nil, &PermanentError{Err: fmt.Errorf("table %s column %s: %w", full, c.Name, err)}
 			}
 		}

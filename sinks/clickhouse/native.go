@@ -135,6 +135,9 @@ func (nc *nativeConn) insert(ctx context.Context, t *Table, src *partSource, s i
 	if s.distributedSync {
 		q.Settings = append(q.Settings, ch.Setting{Key: "insert_distributed_sync", Value: "1", Important: true})
 	}
+	if s.asyncInsertOff {
+		q.Settings = append(q.Settings, ch.Setting{Key: "async_insert", Value: "0", Important: true})
+	}
 	return nc.c.Do(ctx, q)
 }
 

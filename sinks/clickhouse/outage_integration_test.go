@@ -16,23 +16,26 @@ import (
 // TestServerOutageLosesNothing streams rows while the server is stopped for
 // a while and started again: every chunk sent is acked, once, and the table
 // ends with every id exactly once (count = uniqExact = rows sent). The
-// native variant's outage is 20 s; the HTTP one's 6 s.
+// native variant's outage is 20 s; the HTTP one's 6 s. It runs on each
+// server of the matrix.
 func TestServerOutageLosesNothing(t *testing.T) {
-	for _, tc := range []struct {
-		transport string
-		outage    time.Duration
-	}{
-		{clickhouse.TransportNative, 20 * time.Second},
-		{clickhouse.TransportHTTP, 6 * time.Second},
-	} {
-		t.Run(fmt.Sprintf("%s/%s", tc.transport, tc.outage), func(t *testing.T) {
-			testOutage(t, tc.transport, tc.outage)
-		})
-	}
+	testinfra.EachServer(t, func(t *testing.T, server testinfra.Server) {
+		for _, tc := range []struct {
+			transport string
+			outage    time.Duration
+		}{
+			{clickhouse.TransportNative, 20 * time.Second},
+			{clickhouse.TransportHTTP, 6 * time.Second},
+		} {
+			t.Run(fmt.Sprintf("%s/%s", tc.transport, tc.outage), func(t *testing.T) {
+				testOutage(t, server, tc.transport, tc.outage)
+			})
+		}
+	})
 }
 
-func testOutage(t *testing.T, transport string, outage time.Duration) {
-	ch := testinfra.ClickHouseT(t)
+func testOutage(t *testing.T, server testinfra.Server, transport string, outage time.Duration) {
+	ch := testinfra.ClickHouseT(t, testinfra.ClickHouseOptions{Server: server})
 	ctx := context.Background()
 	if err := ch.Exec(ctx, "CREATE TABLE stream (id UInt64, s String) ENGINE = MergeTree ORDER BY id"); err != nil {
 		t.Fatal(err)

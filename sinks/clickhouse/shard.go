@@ -43,6 +43,11 @@ type conn interface {
 type insertSettings struct {
 	dedupToken      string
 	distributedSync bool
+	// asyncInsertOff sends async_insert=0: sluice batches inserts itself,
+	// and a server-side async insert would acknowledge rows it has only
+	// queued (with wait_for_async_insert=0) and deduplicate them by
+	// async_insert_deduplicate instead of the token.
+	asyncInsertOff bool
 	// requestKey is the same for every attempt of one insert (HTTP
 	// Idempotency-Key).
 	requestKey string
@@ -60,9 +65,9 @@ type replica struct {
 	url    *url.URL // transport http
 	dialer *dialer  // transport native
 	brk    breaker
-	// dedup caches whether the server knows insert_deduplication_token:
-	// 0 not asked yet, 1 yes, 2 no.
-	dedup atomic.Int32
+	// settings caches which per-insert settings the server knows
+	// (Sink.serverSettings); 0 until it has answered.
+	settings atomic.Int32
 }
 
 // breaker is a replica's circuit breaker. It opens after a number of
@@ -368,6 +373,7 @@ func (w *worker) insertWithRetry(ctx context.Context, ins *openInsert) error {
 		err := w.connect(ctx, rep)
 		if err == nil {
 			st.distributedSync = s.cfg.DistributedSync && s.tr.canSendSettings(rep)
+			st.asyncInsertOff = s.serverSettings(ctx, rep)&settingAsyncInsert != 0
 			st.dedupToken = ""
 			if s.dedupSupported(ctx, rep) && hasOffsetRanges(ins.parts[0]) {
 				for !ins.sealed {

@@ -183,30 +183,52 @@ func (s *Sink) queryRetry(ctx context.Context, rep *replica, sql string) ([][]st
 	}
 }
 
-// dedupSupported reports whether rep takes insert_deduplication_token,
-// asking the server once (system.settings). A failed question is asked
-// again on the next insert.
-func (s *Sink) dedupSupported(ctx context.Context, rep *replica) bool {
-	if s.cfg.DedupToken == "off" || !s.tr.canSendSettings(rep) {
-		return false
+// Settings a replica may or may not know (replica.settings).
+const (
+	settingsAsked      = 1 << iota // the server has answered
+	settingDedupToken              // insert_deduplication_token
+	settingAsyncInsert             // async_insert
+	// input_format_native_allow_types_conversion: the Native format
+	// converts a column to the table's type (e.g. T to LowCardinality(T)).
+	settingNativeConversion
+)
+
+// serverSettings reports which of the per-insert settings sluice may send
+// rep knows, asking the server once (system.settings); 0 when settings
+// cannot reach it (18.16 over native) or the question failed, which is
+// asked again on the next insert.
+func (s *Sink) serverSettings(ctx context.Context, rep *replica) int32 {
+	if !s.tr.canSendSettings(rep) {
+		return 0
 	}
-	switch rep.dedup.Load() {
-	case 1:
-		return true
-	case 2:
-		return false
+	if v := rep.settings.Load(); v&settingsAsked != 0 {
+		return v
 	}
-	rows, err := s.tr.query(ctx, rep, "SELECT toString(count()) FROM system.settings WHERE name = 'insert_deduplication_token'")
+	rows, err := s.tr.query(ctx, rep, "SELECT name FROM system.settings WHERE name IN "+
+		"('insert_deduplication_token', 'async_insert', 'input_format_native_allow_types_conversion')")
 	if err != nil {
-		return false
+		return 0
 	}
-	ok := len(rows) == 1 && len(rows[0]) == 1 && rows[0][0] == "1"
-	if ok {
-		rep.dedup.Store(1)
-	} else {
-		rep.dedup.Store(2)
+	v := int32(settingsAsked)
+	for _, r := range rows {
+		switch {
+		case len(r) != 1:
+		case r[0] == "insert_deduplication_token":
+			v |= settingDedupToken
+		case r[0] == "async_insert":
+			v |= settingAsyncInsert
+		case r[0] == "input_format_native_allow_types_conversion":
+			v |= settingNativeConversion
+		}
 	}
-	return ok
+	rep.settings.Store(v)
+	return v
+}
+
+// dedupSupported reports whether rep takes insert_deduplication_token and
+// dedup_token is not off.
+func (s *Sink) dedupSupported(ctx context.Context, rep *replica) bool {
+	return s.cfg.DedupToken != "off" && s.serverSettings(ctx, rep)&settingDedupToken != 0
 }
 
 func (s *Sink) newShard(name string, num, weight int, replicas []*replica) *shard {

@@ -69,7 +69,8 @@ func writeTestCA(t *testing.T, dir string) (caFile, certFile, keyFile string) {
 
 // TestTLS inserts over TLS on both transports (native on tcp_port_secure,
 // HTTP on https_port), verifying the server against a private CA, and
-// checks that an unknown CA is refused.
+// checks that an unknown CA is refused. It runs on 18.16 only: the 26.9
+// server (chdb-core's clickhouse-local) opens no TLS ports.
 func TestTLS(t *testing.T) {
 	dir := t.TempDir()
 	caFile, certFile, keyFile := writeTestCA(t, dir)
@@ -77,7 +78,7 @@ func TestTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ch := testinfra.ClickHouseT(t, testinfra.ClickHouseOptions{ExtraConfig: fmt.Sprintf(`
+	ch := testinfra.ClickHouseT(t, testinfra.ClickHouseOptions{Server: testinfra.Legacy, ExtraConfig: fmt.Sprintf(`
     <tcp_port_secure>%d</tcp_port_secure>
     <https_port>%d</https_port>
     <openSSL><server>

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/big"
 	"net/netip"
 	"time"
 
@@ -140,8 +141,10 @@ func DecodeOutput(p []byte) ([]Result, error) {
 // the host does: every column present, every enum value declared, no
 // trailing bytes. Values are Go values: the integer and float types of their
 // width, string for String and FixedString, bool, time.Time (UTC) for Date
-// and DateTime, a canonical UUID string, the name of an enum value,
-// netip.Addr, nil for NULL and []any for arrays.
+// and DateTime, Date32 and DateTime64, a canonical UUID string, the name of
+// an enum value, netip.Addr, nil for NULL, []any for arrays and tuples,
+// [][2]any (key, value) for maps, *big.Int for Int128 … UInt256 and the
+// decimal text ("-12.34") for Decimals.
 func DecodeRow(cols []Column, data []byte) ([]any, error) {
 	d := dec{p: data}
 	vals := make([]any, 0, len(cols))
@@ -314,6 +317,62 @@ func (d *dec) value(t *chtype.Type) any {
 			a = append(a, d.value(t.Elem))
 		}
 		return a
+	case chtype.Map:
+		n := d.uvarint()
+		if 2*n > len(d.p)-d.off {
+			d.fail(fmt.Errorf("map of %d entries does not fit", n))
+			return nil
+		}
+		m := make([][2]any, 0, n)
+		for i := 0; i < n && d.err == nil; i++ {
+			k := d.value(t.Key)
+			m = append(m, [2]any{k, d.value(t.Elem)})
+		}
+		return m
+	case chtype.Tuple:
+		a := make([]any, 0, len(t.Seq))
+		for _, e := range t.Seq {
+			a = append(a, d.value(e))
+		}
+		return a
+	case chtype.Int128, chtype.UInt128, chtype.Int256, chtype.UInt256:
+		return d.bigInt(t.Size, t.Kind == chtype.Int128 || t.Kind == chtype.Int256)
+	case chtype.Decimal32, chtype.Decimal64, chtype.Decimal128, chtype.Decimal256:
+		width := map[chtype.Kind]int{chtype.Decimal32: 4, chtype.Decimal64: 8, chtype.Decimal128: 16, chtype.Decimal256: 32}[t.Kind]
+		v := d.bigInt(width, true)
+		if v == nil {
+			return nil
+		}
+		return new(big.Rat).SetFrac(v, new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(t.Scale)), nil)).FloatString(t.Scale)
+	case chtype.Date32:
+		return time.Unix(int64(int32(d.u32()))*86400, 0).UTC()
+	case chtype.DateTime64:
+		ticks := int64(d.u64())
+		unit := int64(1)
+		for range 9 - t.Scale {
+			unit *= 10
+		}
+		sec, frac := ticks/(1_000_000_000/unit), ticks%(1_000_000_000/unit)
+		return time.Unix(sec, frac*unit).UTC()
+	default:
+		d.fail(fmt.Errorf("type %s is not supported", t.Text))
 	}
 	return nil
+}
+
+// bigInt reads a width-byte little-endian integer.
+func (d *dec) bigInt(width int, signed bool) *big.Int {
+	b := d.take(width)
+	if b == nil {
+		return nil
+	}
+	be := make([]byte, width)
+	for i := range b {
+		be[width-1-i] = b[i]
+	}
+	v := new(big.Int).SetBytes(be)
+	if signed && b[width-1]&0x80 != 0 {
+		v.Sub(v, new(big.Int).Lsh(big.NewInt(1), uint(8*width)))
+	}
+	return v
 }

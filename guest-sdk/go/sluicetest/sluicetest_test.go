@@ -1,6 +1,9 @@
 package sluicetest
 
 import (
+	"encoding/hex"
+	"fmt"
+	"os"
 	"strings"
 	"testing"
 )
@@ -37,10 +40,55 @@ func TestDecodeRowErrors(t *testing.T) {
 		{"Nullable(UInt8)", "\x03", "Nullable marker 3"},
 		{"Array(UInt8)", "\x05\x01", "array of 5 elements does not fit"},
 		{"String", "\x80", "bad LEB128 length"},
-		{"Decimal(9, 2)", "", "not supported"},
+		{"Variant(String, UInt8)", "", "not supported"},
+		{"Map(String, UInt8)", "\x05\x01", "map of 5 entries does not fit"},
 	} {
 		if _, err := DecodeRow([]Column{{Name: "c", Type: tt.typ}}, []byte(tt.data)); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("DecodeRow(%s, %q) = %v, want %q", tt.typ, tt.data, err, tt.want)
 		}
+	}
+}
+
+// TestDecodeVectors decodes every RowBinary test vector (ClickHouse's own
+// bytes, ../../testdata/rowbinary.tsv) whole, and checks a few values.
+func TestDecodeVectors(t *testing.T) {
+	f, err := os.ReadFile("../../testdata/rowbinary.tsv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"Decimal32(2) '-12.34'": "-12.34",
+		"Decimal256(20) '12345678901234567890.12345678901234567890'": "12345678901234567890.12345678901234567890",
+		"Int128 '-1'": "-1",
+		"DateTime64(3) '1900-01-01 00:00:00.001'":                               "1900-01-01 00:00:00.001 +0000 UTC",
+		"DateTime64(9, 'Asia/Tokyo') '2262-04-11 08:47:16.854775807'":           "2262-04-10 23:47:16.854775807 +0000 UTC",
+		"Date32 '1900-01-01'":                                                   "1900-01-01 00:00:00 +0000 UTC",
+		"Map(String, UInt64) map('a', 1, 'b', 2)":                               "[[a 1] [b 2]]",
+		"Tuple(a Int64, b Nullable(String), c Array(UInt8)) (-1, NULL, [1, 2])": "[-1 <nil> [1 2]]",
+	}
+	n := 0
+	for _, line := range strings.Split(string(f), "\n") {
+		if strings.HasPrefix(line, "#") || strings.TrimSpace(line) == "" {
+			continue
+		}
+		v := strings.Split(line, "\t")
+		data, err := hex.DecodeString(v[2])
+		if err != nil {
+			t.Fatal(err)
+		}
+		vals, err := DecodeRow([]Column{{Name: "c", Type: v[0]}}, data)
+		if err != nil {
+			t.Errorf("%s %s: %v", v[0], v[1], err)
+			continue
+		}
+		if w, ok := want[v[0]+" "+v[1]]; ok {
+			n++
+			if got := fmt.Sprint(vals[0]); got != w {
+				t.Errorf("%s %s: decoded %s, want %s", v[0], v[1], got, w)
+			}
+		}
+	}
+	if n != len(want) {
+		t.Errorf("checked %d values, want %d", n, len(want))
 	}
 }

@@ -28,6 +28,19 @@ func TestParse(t *testing.T) {
 		{"Enum16('x, y' = 1000, 'it\\'s' = 2)", "Enum16"},
 		{"Array(Array(UInt32))", "Array Array UInt32"},
 		{"Array(LowCardinality(String))", "Array String"},
+		{"DateTime64(3)", "DateTime64"},
+		{"DateTime64(9, 'Asia/Tokyo')", "DateTime64"},
+		{"Date32", "Date32"},
+		{"Decimal(10, 2)", "Decimal64"},
+		{"Decimal(76, 20)", "Decimal256"},
+		{"Decimal32(2)", "Decimal32"},
+		{"Decimal128(10)", "Decimal128"},
+		{"Int128", "Int128"},
+		{"UInt256", "UInt256"},
+		{"JSON", "String"},
+		{"Map(String, Array(Nullable(Int32)))", "Map Array Nullable Int32"},
+		{"Tuple(String, UInt8)", "Tuple"},
+		{"Tuple(a Int64, b Nullable(String))", "Tuple"},
 	}
 	for _, tt := range tests {
 		typ, err := Parse(tt.in)
@@ -66,7 +79,8 @@ func TestParseEnum(t *testing.T) {
 
 func TestParseErrors(t *testing.T) {
 	for _, in := range []string{
-		"", "Decimal(10, 2)", "Tuple(String, UInt8)", "Map(String, String)", "DateTime64(3)",
+		"", "Decimal(0, 0)", "Decimal(10, 11)", "Decimal32(10)", "Tuple()", "Map(String)", "DateTime64(10)",
+		"DateTime64()", "AggregateFunction(uniq, UInt64)", "Variant(String, UInt8)", "Tuple(a)",
 		"Array(String", "Array()", "String)", "FixedString(0)", "FixedString(x)",
 		"Enum8('a' = 200)", "Enum8('a' 1)", "Enum8('a = 1)", "Nullable(Foo)",
 		strings.Repeat("Array(", 9) + "UInt8" + strings.Repeat(")", 9),
@@ -74,6 +88,21 @@ func TestParseErrors(t *testing.T) {
 		if typ, err := Parse(in); err == nil {
 			t.Errorf("Parse(%q) = %+v, want an error", in, typ)
 		}
+	}
+}
+
+func TestParseContainers(t *testing.T) {
+	typ, err := Parse("Tuple(a Int64, b Nullable(String), Map(LowCardinality(String), UInt8))")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(typ.Seq) != 3 || strings.Join(typ.Names, ",") != "a,b," || typ.Seq[0].Kind != Int64 ||
+		typ.Seq[1].Kind != Nullable || typ.Seq[2].Kind != Map || typ.Seq[2].Key.Kind != String {
+		t.Fatalf("tuple %+v", typ)
+	}
+	d, err := Parse("Decimal(18, 4)")
+	if err != nil || d.Size != 18 || d.Scale != 4 {
+		t.Fatalf("Decimal(18, 4) = %+v, %v", d, err)
 	}
 }
 
@@ -101,7 +130,7 @@ func FuzzParse(f *testing.F) {
 		}
 		depth := 0
 		for x := typ; x != nil; x = x.Elem {
-			if x.Kind == Invalid || (x.Kind == Array || x.Kind == Nullable) != (x.Elem != nil) {
+			if x.Kind == Invalid || (x.Kind == Array || x.Kind == Nullable || x.Kind == Map) != (x.Elem != nil) {
 				t.Fatalf("Parse(%q): bad node %+v", s, x)
 			}
 			depth++

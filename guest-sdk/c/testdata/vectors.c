@@ -1,0 +1,138 @@
+/*
+ * vectors.c writes the value of every line of guest-sdk/testdata/rowbinary.tsv
+ * with the C SDK and prints "type<TAB>literal<TAB>hex" for each, for
+ * internal/cnative's TestCSDKRowBinaryVectors, which compares the lines
+ * with the file (ClickHouse's own bytes). Built natively with sluice.c.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "sluice.h"
+
+int sluice_module_init(sluice_config *cfg) {
+	(void)cfg;
+	return 0;
+}
+int sluice_module_record(const sluice_record *rec, sluice_out *o) {
+	(void)rec;
+	(void)o;
+	return 0;
+}
+
+static sluice_out out;
+
+static void emit(const char *type, const char *literal) {
+	if (out.failed) {
+		fprintf(stderr, "%s %s: the record failed\n", type, literal);
+		exit(1);
+	}
+	printf("%s\t%s\t", type, literal);
+	for (size_t i = 0; i < out.len; i++)
+		printf("%02x", out.buf[i]);
+	printf("\n");
+	out.len = 0;
+}
+
+/* V writes one vector: the statements between the type and literal and the
+ * emit. */
+#define V(type, literal, ...) \
+	do {                      \
+		__VA_ARGS__;          \
+		emit(type, literal);  \
+	} while (0)
+
+/* 2026-11-29 10:11:12 UTC, in seconds. */
+#define T2026 1795947072LL
+
+int main(void) {
+	sluice_out *o = &out;
+	V("UInt64", "18446744073709551615", sluice_put_u64(o, UINT64_MAX));
+	V("Int32", "-2", sluice_put_i32(o, -2));
+	V("String", "'héllo'", sluice_put_cstr(o, "héllo"));
+	V("Nullable(String)", "NULL", sluice_put_null(o));
+	V("LowCardinality(Nullable(String))", "'x'", sluice_put_not_null(o); sluice_put_cstr(o, "x"));
+	V("Array(UInt8)", "[1, 2]", sluice_put_array(o, 2); sluice_put_u8(o, 1); sluice_put_u8(o, 2));
+	V("LowCardinality(FixedString(2))", "'ab'", sluice_put_fixed(o, "ab", 2));
+	V("DateTime", "'2026-11-29 10:11:12'", sluice_put_time_datetime(o, T2026));
+	V("DateTime('UTC')", "'2026-11-29 10:11:12'", sluice_put_datetime(o, (uint32_t)T2026));
+	V("DateTime('Europe/Berlin')", "1780308000", sluice_put_time_datetime(o, 1780308000));
+	V("DateTime64(3)", "'2026-11-29 10:11:12.345'", sluice_put_time_datetime64(o, T2026, 345000000, 3));
+	V("DateTime64(3)", "'1900-01-01 00:00:00.001'", sluice_put_time_datetime64(o, -2208988800LL, 1000000, 3));
+	V("DateTime64(6, 'UTC')", "'2026-11-29 10:11:12.345678'", sluice_put_datetime64(o, T2026 * 1000000 + 345678));
+	/* 2262-04-11 08:47:16.854775807 in Tokyo (UTC+9) is 2262-04-10 23:47:16 UTC:
+	 * a day before the last DateTime64(9), INT64_MAX nanoseconds. */
+	V("DateTime64(9, 'Asia/Tokyo')", "'2262-04-11 08:47:16.854775807'",
+	  sluice_put_time_datetime64(o, 9223372036LL - 86400, 854775807, 9));
+	/* 2299-12-31 23:59:59 in Berlin (UTC+1 in winter). */
+	V("DateTime64(0, 'Europe/Berlin')", "'2299-12-31 23:59:59'", sluice_put_time_datetime64(o, 10413791999LL - 3600, 0, 0));
+	V("Date", "'2100-01-01'", sluice_put_time_date(o, 4102444800LL + 13 * 3600));
+	V("Date32", "'1900-01-01'", sluice_put_time_date32(o, -2208988800LL + 86399));
+	V("Date32", "'2299-12-31'", sluice_put_date32(o, 120529));
+	V("Decimal32(2)", "'-12.34'", sluice_put_decimal32(o, -1234));
+	V("Decimal64(4)", "'99999.0001'", sluice_put_decimal64(o, 999990001));
+	V("Decimal(18, 4)", "'-0.0001'", sluice_put_decimal64(o, -1));
+	V("Decimal128(10)", "'-1.0000000001'", sluice_put_int128(o, (uint64_t)-10000000001LL, -1));
+	{
+		/* 1234567890123456789012345678901234567890 in 64-bit limbs. */
+		const uint64_t d[4] = {0xacbc5f96ce3f0ad2ULL, 0xa0c92075c0dbf3b8ULL, 3, 0};
+		V("Decimal256(20)", "'12345678901234567890.12345678901234567890'", sluice_put_int256(o, d));
+	}
+	V("Int128", "'-170141183460469231731687303715884105728'", sluice_put_int128(o, 0, INT64_MIN));
+	V("Int128", "'-1'", sluice_put_int128(o, UINT64_MAX, -1));
+	V("UInt128", "'340282366920938463463374607431768211455'", sluice_put_uint128(o, UINT64_MAX, UINT64_MAX));
+	{
+		const uint64_t min[4] = {0, 0, 0, 1ULL << 63}, one[4] = {1, 0, 0, 0},
+			       max[4] = {UINT64_MAX, UINT64_MAX, UINT64_MAX, UINT64_MAX};
+		V("Int256", "'-57896044618658097711785492504343953926634992332820282019728792003956564819968'", sluice_put_int256(o, min));
+		V("Int256", "'1'", sluice_put_int256(o, one));
+		V("UInt256", "'115792089237316195423570985008687907853269984665640564039457584007913129639935'", sluice_put_int256(o, max));
+	}
+	V("Map(String, UInt64)", "map('a', 1, 'b', 2)",
+	  sluice_put_map(o, 2); sluice_put_cstr(o, "a"); sluice_put_u64(o, 1); sluice_put_cstr(o, "b"); sluice_put_u64(o, 2));
+	V("Map(String, String)", "map()", sluice_put_map(o, 0));
+	V("Map(LowCardinality(String), Array(Nullable(Int32)))", "map('x', [1, NULL])",
+	  sluice_put_map(o, 1); sluice_put_cstr(o, "x"); sluice_put_array(o, 2); sluice_put_not_null(o); sluice_put_i32(o, 1);
+	  sluice_put_null(o));
+	V("Tuple(UInt8, String)", "(1, 'x')", sluice_put_u8(o, 1); sluice_put_cstr(o, "x"));
+	V("Tuple(a Int64, b Nullable(String), c Array(UInt8))", "(-1, NULL, [1, 2])",
+	  sluice_put_i64(o, -1); sluice_put_null(o); sluice_put_array(o, 2); sluice_put_u8(o, 1); sluice_put_u8(o, 2));
+	V("Array(LowCardinality(Nullable(String)))", "['a', NULL, '']",
+	  sluice_put_array(o, 3); sluice_put_not_null(o); sluice_put_cstr(o, "a"); sluice_put_null(o); sluice_put_not_null(o);
+	  sluice_put_cstr(o, ""));
+	V("Array(Array(Nullable(UInt8)))", "[[1, NULL], []]",
+	  sluice_put_array(o, 2); sluice_put_array(o, 2); sluice_put_not_null(o); sluice_put_u8(o, 1); sluice_put_null(o);
+	  sluice_put_array(o, 0));
+	V("Array(Nullable(DateTime64(3)))", "['2026-01-01 00:00:00.001', NULL]",
+	  sluice_put_array(o, 2); sluice_put_not_null(o); sluice_put_time_datetime64(o, 1767225600LL, 1000000, 3);
+	  sluice_put_null(o));
+	V("Array(Tuple(String, Float64))", "[('a', 1.5)]", sluice_put_array(o, 1); sluice_put_cstr(o, "a"); sluice_put_f64(o, 1.5));
+	V("JSON", "'{\"a\":1,\"b\":\"x\"}'", sluice_put_cstr(o, "{\"a\":1,\"b\":\"x\"}"));
+
+	/* Out of range: nothing written, the record failed. */
+	static const struct {
+		const char *what;
+		int (*put)(sluice_out *, int64_t);
+		int64_t secs;
+	} bad[] = {
+		{"DateTime before 1970", sluice_put_time_datetime, -1},
+		{"DateTime after 2106", sluice_put_time_datetime, 4294967296LL},
+		{"DateTime of year 1 (a zero time)", sluice_put_time_datetime, -62135596800LL},
+		{"Date after 2149-06-06", sluice_put_time_date, 65536LL * 86400},
+		{"Date32 before 1900", sluice_put_time_date32, -2208988801LL},
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		sluice_out f = {0};
+		if (bad[i].put(&f, bad[i].secs) != -1 || !f.failed || f.err_start != 0) {
+			fprintf(stderr, "%s: written\n", bad[i].what);
+			return 1;
+		}
+		printf("refused\t%s\t%.*s\n", bad[i].what, (int)f.err_len, (const char *)f.buf + f.err_start);
+	}
+	sluice_out f = {0};
+	if (sluice_put_time_datetime64(&f, 9223372037LL, 0, 9) != -1 || f.err_start != 0) {
+		fprintf(stderr, "DateTime64(9) after 2262: written\n");
+		return 1;
+	}
+	printf("refused\tDateTime64(9) after 2262-04-11\t%.*s\n", (int)f.err_len, (const char *)f.buf + f.err_start);
+	return 0;
+}
