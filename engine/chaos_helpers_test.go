@@ -57,8 +57,8 @@ func chaosProfileFromEnv(t *testing.T) chaosProfile {
 	n := 2
 	if os.Getenv("SLUICE_CHAOS") == "full" {
 		p = chaosProfile{
-			name: "full", rate: 150, minRecords: 10_000, extraFault: 4, hold: [2]float64{2, 8}, gap: [2]float64{0.5, 4},
-			stall: 45 * time.Second, quiesceMax: 4 * time.Minute, shutdown: 10 * time.Second,
+			name: "full", rate: 100, minRecords: 10_000, extraFault: 2, hold: [2]float64{2, 6}, gap: [2]float64{0.5, 3},
+			stall: 45 * time.Second, quiesceMax: 3 * time.Minute, shutdown: 10 * time.Second,
 		}
 		n = 50
 	}
