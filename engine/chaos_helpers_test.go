@@ -127,7 +127,7 @@ func chaosPlan(rng *rand.Rand, p chaosProfile) []chaosFault {
 		}
 	}
 	kinds := append([]string(nil), all...)
-	for range p.extraFault {
+	for i := 0; i < p.extraFault && len(all) > 0; i++ {
 		kinds = append(kinds, all[rng.IntN(len(all))])
 	}
 	rng.Shuffle(len(kinds), func(i, j int) { kinds[i], kinds[j] = kinds[j], kinds[i] })
