@@ -211,6 +211,8 @@ type chaosRun struct {
 	// missingNear counts committed-but-missing records by the fault kinds
 	// around the commit that passed them.
 	missingNear map[string]int
+	// missingBy counts them by how the process that committed them ended.
+	missingBy map[string]int
 }
 
 type chaosSpan struct {
@@ -247,6 +249,7 @@ func newChaosRun(t *testing.T, env *chaosEnv, prof chaosProfile, seed uint64) *c
 		start:       time.Now(),
 		commits:     map[string][]chaosCommit{},
 		missingNear: map[string]int{},
+		missingBy:   map[string]int{},
 	}
 	ctx := context.Background()
 	for _, tn := range []chaosTenant{r.acme, r.beta} {
@@ -1234,39 +1237,49 @@ func (r *chaosRun) commitTime(pk string, offset int64) time.Time {
 
 // near names the faults active at, or ended within 15s before, moment at.
 func (r *chaosRun) near(at time.Time) string {
-	s, _ := r.nearKinds(at)
+	s, _, _ := r.nearKinds(at)
 	return s
 }
 
 // nearKinds is near with the kinds of those faults.
-func (r *chaosRun) nearKinds(at time.Time) (string, []string) {
+func (r *chaosRun) nearKinds(at time.Time) (desc string, kinds []string, exit string) {
 	if at.IsZero() {
-		return "commit not observed by the watch (at the final drain?)", nil
+		return "commit not observed by the watch (at the final drain?)", nil, ""
 	}
 	r.mu.Lock()
 	faults := append([]chaosSpan(nil), r.faultLog...)
 	r.mu.Unlock()
-	var names []string
 	for _, f := range faults {
 		if !at.Before(f.start) && (f.end.IsZero() || !at.After(f.end.Add(15*time.Second))) {
-			names = append(names, f.kind)
+			kinds = append(kinds, f.kind)
 		}
 	}
-	s := fmt.Sprintf("committed at %.2fs", at.Sub(r.start).Seconds())
-	if len(names) > 0 {
-		s += " during/after " + strings.Join(names, ",")
+	desc = fmt.Sprintf("committed at %.2fs", at.Sub(r.start).Seconds())
+	if len(kinds) > 0 {
+		desc += " during/after " + strings.Join(kinds, ",")
 	}
+	// The process that made the commit most likely ended soon after it: a
+	// failing pipeline commits, then drains for up to shutdown_timeout.
+	var first *chaosExit
 	for _, in := range []*chaosInstance{r.a, r.b} {
 		for _, e := range in.exits() {
-			if d := e.ended.Sub(at); d > -3*time.Second && d < 3*time.Second {
-				s += fmt.Sprintf(", by %s pid %d which ended at %.2fs: %s", e.instance, e.pid, e.ended.Sub(r.start).Seconds(), e)
-				if e.cause == "" && e.lastErr != "" {
-					s += ": " + e.lastErr
-				}
+			if d := e.ended.Sub(at); d > -time.Second && d < r.prof.shutdown+5*time.Second && (first == nil || e.ended.Before(first.ended)) {
+				first = &e
 			}
 		}
 	}
-	return s, names
+	if first != nil {
+		desc += fmt.Sprintf(", then %s pid %d ended at %.2fs: %s", first.instance, first.pid, first.ended.Sub(r.start).Seconds(), first)
+		exit = first.String()
+		if first.cause == "" && first.lastErr != "" {
+			desc += ": " + first.lastErr
+			exit += ": " + digits.ReplaceAllString(strings.TrimPrefix(first.lastErr, "sluice run: "), "N")
+		}
+		if first.panic != "" {
+			exit += ": " + first.panic
+		}
+	}
+	return desc, kinds, exit
 }
 
 // ranges prints offsets as compact ranges.
@@ -1303,14 +1316,18 @@ func (r *chaosRun) missingRanges(pk string, offs []int64) string {
 		if j > i {
 			span = fmt.Sprintf("%d-%d", offs[i], offs[j])
 		}
-		desc, kinds := r.nearKinds(r.commitTime(pk, offs[i]))
+		desc, kinds, exit := r.nearKinds(r.commitTime(pk, offs[i]))
 		if len(kinds) == 0 {
 			kinds = []string{"(no fault near)"}
+		}
+		if exit == "" {
+			exit = "(no exit soon after)"
 		}
 		r.mu.Lock()
 		for _, k := range kinds {
 			r.missingNear[k] += j - i + 1
 		}
+		r.missingBy[exit] += j - i + 1
 		r.mu.Unlock()
 		parts = append(parts, fmt.Sprintf("%s (%s)", span, desc))
 		i = j + 1

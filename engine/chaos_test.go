@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -53,6 +54,7 @@ func TestChaos(t *testing.T) {
 		mu     sync.Mutex
 		table  []string
 		byKind = map[string]*chaosKindTally{}
+		byExit = map[string]int{}
 	)
 	t.Cleanup(func() {
 		mu.Lock()
@@ -66,6 +68,14 @@ func TestChaos(t *testing.T) {
 		t.Logf("chaos run, profile %s, seeds %v, shutdown_timeout %s:\n%s\n%s\n\nper fault kind (a bad commit counts for every fault active or healed within 15 s before it):\n"+
 			"kind              seeds  seeds with a bad commit near  committed-but-missing near\n%s",
 			prof.name, prof.seeds, prof.shutdown, chaosHeader, strings.Join(table, "\n"), strings.Join(kinds, "\n"))
+		if len(byExit) > 0 {
+			var exits []string
+			for e, n := range byExit {
+				exits = append(exits, fmt.Sprintf("%7d  %s", n, e))
+			}
+			sort.Strings(exits)
+			t.Logf("committed-but-missing records by how the process that committed them ended:\n%s", strings.Join(exits, "\n"))
+		}
 	})
 	for _, seed := range prof.seeds {
 		t.Run(fmt.Sprintf("seed_%d", seed), func(t *testing.T) {
@@ -93,6 +103,9 @@ func TestChaos(t *testing.T) {
 			for k, n := range r.missingNear {
 				tally(k).badSeeds++
 				tally(k).missing += n
+			}
+			for e, n := range r.missingBy {
+				byExit[e] += n
 			}
 			r.mu.Unlock()
 		})
