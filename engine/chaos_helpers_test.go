@@ -941,7 +941,7 @@ func (r *chaosRun) inject(f chaosFault) error {
 			return err
 		}
 	case faultOversized:
-		rec := &kgo.Record{Topic: r.beta.topic, Partition: int32(f.pick % 4),
+		rec := &kgo.Record{Topic: r.beta.topic,
 			Value: append(fmt.Appendf(nil, "beta-s%d-big%d|", r.seed, f.pick), strings.Repeat("B", chaosBigValue)...)}
 		pctx, cancel := context.WithTimeout(ctx, time.Minute)
 		defer cancel()
