@@ -99,7 +99,7 @@ const (
 	faultCHKill        = "ch_kill"         // ClickHouse kill -9, then started
 	faultBrokerRestart = "broker_restart"  // the Kafka broker stopped and started
 	faultRebalance     = "rebalance"       // a second instance joins, then leaves
-	faultInitFail      = "init_fail"       // tenant acme activates a module whose later instances refuse init
+	faultInitFail      = "init_fail"       // tenant acme activates a module whose later instances refuse init (and, half of the time, b joins and leaves meanwhile)
 	faultOversized     = "oversized_dlq"   // a record too large for the dead-letter producer
 	faultDropColumn    = "drop_column"     // tenant beta's table loses a column, then gets it back
 )
@@ -936,7 +936,21 @@ func (r *chaosRun) inject(f chaosFault) error {
 		}
 		// At least two periods (4 s each) so that instances are created
 		// in a refusing window.
-		time.Sleep(max(f.hold, 9*time.Second))
+		until := time.Now().Add(max(f.hold, 9*time.Second))
+		if f.pick%2 == 1 {
+			// A rebalance while acme's partitions are paused for its
+			// failing module.
+			r.logf("init_fail: b joins and leaves meanwhile")
+			r.b.setWant(true)
+			if err := r.b.waitAdmin(90 * time.Second); err != nil {
+				r.logf("b: %v", err)
+			}
+			r.waitMembers(2, 30*time.Second)
+			time.Sleep(f.hold)
+			r.b.setWant(false)
+			r.b.term()
+		}
+		time.Sleep(time.Until(until))
 		if err := r.a.cliRetry(90*time.Second, "activate", fileSHA256(r.t, r.env.v1)); err != nil {
 			return err
 		}
