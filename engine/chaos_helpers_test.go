@@ -45,6 +45,7 @@ type chaosProfile struct {
 	gap        [2]float64    // seconds between faults, min and max
 	stall      time.Duration // quiescence: committed offsets still for this long
 	quiesceMax time.Duration // quiescence: at most this long
+	flow       time.Duration // between faults, wait at most this long for a commit
 	shutdown   time.Duration // sluice's shutdown_timeout
 	skip       []string      // fault kinds left out (SLUICE_CHAOS_SKIP)
 }
@@ -52,13 +53,13 @@ type chaosProfile struct {
 func chaosProfileFromEnv(t *testing.T) chaosProfile {
 	p := chaosProfile{
 		name: "reduced", rate: 25, minRecords: 1000, hold: [2]float64{1.5, 3}, gap: [2]float64{0.3, 1.5},
-		stall: 30 * time.Second, quiesceMax: 2 * time.Minute, shutdown: 10 * time.Second,
+		stall: 30 * time.Second, quiesceMax: 90 * time.Second, flow: 10 * time.Second, shutdown: 10 * time.Second,
 	}
 	n := 2
 	if os.Getenv("SLUICE_CHAOS") == "full" {
 		p = chaosProfile{
 			name: "full", rate: 100, minRecords: 10_000, extraFault: 2, hold: [2]float64{2, 6}, gap: [2]float64{0.5, 3},
-			stall: 45 * time.Second, quiesceMax: 3 * time.Minute, shutdown: 10 * time.Second,
+			stall: 45 * time.Second, quiesceMax: 3 * time.Minute, flow: 20 * time.Second, shutdown: 10 * time.Second,
 		}
 		n = 50
 	}

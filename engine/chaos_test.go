@@ -199,7 +199,7 @@ func runChaosSeed(t *testing.T, env *chaosEnv, prof chaosProfile, seed uint64) (
 			t.Fatalf("harness: fault %s: %v", f.kind, err)
 		}
 		// Let records flow before the next fault, if they can.
-		sum, _ = r.waitProgress(sum, 20*time.Second)
+		sum, _ = r.waitProgress(sum, prof.flow)
 	}
 	close(stopProducing)
 	if err := <-produced; err != nil {
