@@ -45,6 +45,7 @@ type chaosProfile struct {
 	gap        [2]float64    // seconds between faults, min and max
 	stall      time.Duration // quiescence: committed offsets still for this long
 	quiesceMax time.Duration // quiescence: at most this long
+	flow       time.Duration // between faults, wait at most this long for a commit
 	shutdown   time.Duration // sluice's shutdown_timeout
 	skip       []string      // fault kinds left out (SLUICE_CHAOS_SKIP)
 }
@@ -52,13 +53,13 @@ type chaosProfile struct {
 func chaosProfileFromEnv(t *testing.T) chaosProfile {
 	p := chaosProfile{
 		name: "reduced", rate: 25, minRecords: 1000, hold: [2]float64{1.5, 3}, gap: [2]float64{0.3, 1.5},
-		stall: 30 * time.Second, quiesceMax: 2 * time.Minute, shutdown: 10 * time.Second,
+		stall: 30 * time.Second, quiesceMax: 90 * time.Second, flow: 10 * time.Second, shutdown: 10 * time.Second,
 	}
 	n := 2
 	if os.Getenv("SLUICE_CHAOS") == "full" {
 		p = chaosProfile{
-			name: "full", rate: 150, minRecords: 10_000, extraFault: 4, hold: [2]float64{2, 8}, gap: [2]float64{0.5, 4},
-			stall: 45 * time.Second, quiesceMax: 4 * time.Minute, shutdown: 10 * time.Second,
+			name: "full", rate: 100, minRecords: 10_000, extraFault: 2, hold: [2]float64{2, 6}, gap: [2]float64{0.5, 3},
+			stall: 45 * time.Second, quiesceMax: 3 * time.Minute, flow: 20 * time.Second, shutdown: 10 * time.Second,
 		}
 		n = 50
 	}
@@ -99,7 +100,7 @@ const (
 	faultCHKill        = "ch_kill"         // ClickHouse kill -9, then started
 	faultBrokerRestart = "broker_restart"  // the Kafka broker stopped and started
 	faultRebalance     = "rebalance"       // a second instance joins, then leaves
-	faultInitFail      = "init_fail"       // tenant acme activates a module whose later instances refuse init
+	faultInitFail      = "init_fail"       // tenant acme activates a module whose later instances refuse init (and, half of the time, b joins and leaves meanwhile)
 	faultOversized     = "oversized_dlq"   // a record too large for the dead-letter producer
 	faultDropColumn    = "drop_column"     // tenant beta's table loses a column, then gets it back
 )
@@ -127,7 +128,7 @@ func chaosPlan(rng *rand.Rand, p chaosProfile) []chaosFault {
 		}
 	}
 	kinds := append([]string(nil), all...)
-	for range p.extraFault {
+	for i := 0; i < p.extraFault && len(all) > 0; i++ {
 		kinds = append(kinds, all[rng.IntN(len(all))])
 	}
 	rng.Shuffle(len(kinds), func(i, j int) { kinds[i], kinds[j] = kinds[j], kinds[i] })
@@ -211,6 +212,8 @@ type chaosRun struct {
 	// missingNear counts committed-but-missing records by the fault kinds
 	// around the commit that passed them.
 	missingNear map[string]int
+	// missingBy counts them by how the process that committed them ended.
+	missingBy map[string]int
 }
 
 type chaosSpan struct {
@@ -247,6 +250,7 @@ func newChaosRun(t *testing.T, env *chaosEnv, prof chaosProfile, seed uint64) *c
 		start:       time.Now(),
 		commits:     map[string][]chaosCommit{},
 		missingNear: map[string]int{},
+		missingBy:   map[string]int{},
 	}
 	ctx := context.Background()
 	for _, tn := range []chaosTenant{r.acme, r.beta} {
@@ -933,12 +937,26 @@ func (r *chaosRun) inject(f chaosFault) error {
 		}
 		// At least two periods (4 s each) so that instances are created
 		// in a refusing window.
-		time.Sleep(max(f.hold, 9*time.Second))
+		until := time.Now().Add(max(f.hold, 9*time.Second))
+		if f.pick%2 == 1 {
+			// A rebalance while acme's partitions are paused for its
+			// failing module.
+			r.logf("init_fail: b joins and leaves meanwhile")
+			r.b.setWant(true)
+			if err := r.b.waitAdmin(90 * time.Second); err != nil {
+				r.logf("b: %v", err)
+			}
+			r.waitMembers(2, 30*time.Second)
+			time.Sleep(f.hold)
+			r.b.setWant(false)
+			r.b.term()
+		}
+		time.Sleep(time.Until(until))
 		if err := r.a.cliRetry(90*time.Second, "activate", fileSHA256(r.t, r.env.v1)); err != nil {
 			return err
 		}
 	case faultOversized:
-		rec := &kgo.Record{Topic: r.beta.topic, Partition: int32(f.pick % 4),
+		rec := &kgo.Record{Topic: r.beta.topic,
 			Value: append(fmt.Appendf(nil, "beta-s%d-big%d|", r.seed, f.pick), strings.Repeat("B", chaosBigValue)...)}
 		pctx, cancel := context.WithTimeout(ctx, time.Minute)
 		defer cancel()
@@ -1234,39 +1252,49 @@ func (r *chaosRun) commitTime(pk string, offset int64) time.Time {
 
 // near names the faults active at, or ended within 15s before, moment at.
 func (r *chaosRun) near(at time.Time) string {
-	s, _ := r.nearKinds(at)
+	s, _, _ := r.nearKinds(at)
 	return s
 }
 
 // nearKinds is near with the kinds of those faults.
-func (r *chaosRun) nearKinds(at time.Time) (string, []string) {
+func (r *chaosRun) nearKinds(at time.Time) (desc string, kinds []string, exit string) {
 	if at.IsZero() {
-		return "commit not observed by the watch (at the final drain?)", nil
+		return "commit not observed by the watch (at the final drain?)", nil, ""
 	}
 	r.mu.Lock()
 	faults := append([]chaosSpan(nil), r.faultLog...)
 	r.mu.Unlock()
-	var names []string
 	for _, f := range faults {
 		if !at.Before(f.start) && (f.end.IsZero() || !at.After(f.end.Add(15*time.Second))) {
-			names = append(names, f.kind)
+			kinds = append(kinds, f.kind)
 		}
 	}
-	s := fmt.Sprintf("committed at %.2fs", at.Sub(r.start).Seconds())
-	if len(names) > 0 {
-		s += " during/after " + strings.Join(names, ",")
+	desc = fmt.Sprintf("committed at %.2fs", at.Sub(r.start).Seconds())
+	if len(kinds) > 0 {
+		desc += " during/after " + strings.Join(kinds, ",")
 	}
+	// The process that made the commit most likely ended soon after it: a
+	// failing pipeline commits, then drains for up to shutdown_timeout.
+	var first *chaosExit
 	for _, in := range []*chaosInstance{r.a, r.b} {
 		for _, e := range in.exits() {
-			if d := e.ended.Sub(at); d > -3*time.Second && d < 3*time.Second {
-				s += fmt.Sprintf(", by %s pid %d which ended at %.2fs: %s", e.instance, e.pid, e.ended.Sub(r.start).Seconds(), e)
-				if e.cause == "" && e.lastErr != "" {
-					s += ": " + e.lastErr
-				}
+			if d := e.ended.Sub(at); d > -time.Second && d < r.prof.shutdown+5*time.Second && (first == nil || e.ended.Before(first.ended)) {
+				first = &e
 			}
 		}
 	}
-	return s, names
+	if first != nil {
+		desc += fmt.Sprintf(", then %s pid %d ended at %.2fs: %s", first.instance, first.pid, first.ended.Sub(r.start).Seconds(), first)
+		exit = first.String()
+		if first.cause == "" && first.lastErr != "" {
+			desc += ": " + first.lastErr
+			exit += ": " + digits.ReplaceAllString(strings.TrimPrefix(first.lastErr, "sluice run: "), "N")
+		}
+		if first.panic != "" {
+			exit += ": " + first.panic
+		}
+	}
+	return desc, kinds, exit
 }
 
 // ranges prints offsets as compact ranges.
@@ -1303,14 +1331,18 @@ func (r *chaosRun) missingRanges(pk string, offs []int64) string {
 		if j > i {
 			span = fmt.Sprintf("%d-%d", offs[i], offs[j])
 		}
-		desc, kinds := r.nearKinds(r.commitTime(pk, offs[i]))
+		desc, kinds, exit := r.nearKinds(r.commitTime(pk, offs[i]))
 		if len(kinds) == 0 {
 			kinds = []string{"(no fault near)"}
+		}
+		if exit == "" {
+			exit = "(no exit soon after)"
 		}
 		r.mu.Lock()
 		for _, k := range kinds {
 			r.missingNear[k] += j - i + 1
 		}
+		r.missingBy[exit] += j - i + 1
 		r.mu.Unlock()
 		parts = append(parts, fmt.Sprintf("%s (%s)", span, desc))
 		i = j + 1

@@ -5,11 +5,15 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"sort"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluicehq/sluice/internal/testinfra"
 	"github.com/sluicehq/sluice/internal/wasmbuild"
@@ -53,6 +57,7 @@ func TestChaos(t *testing.T) {
 		mu     sync.Mutex
 		table  []string
 		byKind = map[string]*chaosKindTally{}
+		byExit = map[string]int{}
 	)
 	t.Cleanup(func() {
 		mu.Lock()
@@ -66,7 +71,17 @@ func TestChaos(t *testing.T) {
 		t.Logf("chaos run, profile %s, seeds %v, shutdown_timeout %s:\n%s\n%s\n\nper fault kind (a bad commit counts for every fault active or healed within 15 s before it):\n"+
 			"kind              seeds  seeds with a bad commit near  committed-but-missing near\n%s",
 			prof.name, prof.seeds, prof.shutdown, chaosHeader, strings.Join(table, "\n"), strings.Join(kinds, "\n"))
+		if len(byExit) > 0 {
+			var exits []string
+			for e, n := range byExit {
+				exits = append(exits, fmt.Sprintf("%7d  %s", n, e))
+			}
+			sort.Strings(exits)
+			t.Logf("committed-but-missing records by how the process that committed them ended:\n%s", strings.Join(exits, "\n"))
+		}
 	})
+	// The checker must be able to fail.
+	t.Run("checker", func(t *testing.T) { testChaosChecker(t, env, prof) })
 	for _, seed := range prof.seeds {
 		t.Run(fmt.Sprintf("seed_%d", seed), func(t *testing.T) {
 			r, lines := runChaosSeed(t, env, prof, seed)
@@ -93,6 +108,9 @@ func TestChaos(t *testing.T) {
 			for k, n := range r.missingNear {
 				tally(k).badSeeds++
 				tally(k).missing += n
+			}
+			for e, n := range r.missingBy {
+				byExit[e] += n
 			}
 			r.mu.Unlock()
 		})
@@ -181,7 +199,7 @@ func runChaosSeed(t *testing.T, env *chaosEnv, prof chaosProfile, seed uint64) (
 			t.Fatalf("harness: fault %s: %v", f.kind, err)
 		}
 		// Let records flow before the next fault, if they can.
-		sum, _ = r.waitProgress(sum, 20*time.Second)
+		sum, _ = r.waitProgress(sum, prof.flow)
 	}
 	close(stopProducing)
 	if err := <-produced; err != nil {
@@ -329,4 +347,73 @@ func logTail(path string, n int) string {
 func countInFile(path, s string) int {
 	b, _ := os.ReadFile(path)
 	return strings.Count(string(b), s)
+}
+
+// testChaosChecker feeds the checker a partition whose fate is known,
+// written without sluice: ten records, rows for eight of them (one twice,
+// one with the wrong value), one dead-lettered, the group's offset
+// committed at 9. The checker must find offset 3 committed but missing,
+// offset 9 undelivered, one duplicate and one corrupt row.
+func testChaosChecker(t *testing.T, env *chaosEnv, prof chaosProfile) {
+	r := newChaosRun(t, env, prof, 0)
+	ctx := context.Background()
+	cl, err := env.kafka.NewClient(kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var values [][]byte
+	for i := range 10 {
+		rec := &kgo.Record{Topic: r.acme.topic, Partition: 0, Value: fmt.Appendf(nil, "acme-s0-%07d|x", i)}
+		if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		values = append(values, rec.Value)
+	}
+	var rows []string
+	for o, v := range values {
+		switch o {
+		case 3, 7, 9:
+			continue
+		case 5:
+			v = []byte("bogus")
+		}
+		rows = append(rows, fmt.Sprintf("('%s', 0, %d, 'v1', '%s')", r.acme.topic, o, v))
+		if o == 0 {
+			rows = append(rows, rows[0])
+		}
+	}
+	if err := env.ch.Exec(ctx, "INSERT INTO "+r.acme.table+" VALUES "+strings.Join(rows, ", ")); err != nil {
+		t.Fatal(err)
+	}
+	dl := &kgo.Record{Topic: r.dlq, Value: values[7], Headers: []kgo.RecordHeader{
+		{Key: "sluice.source.topic", Value: []byte(r.acme.topic)},
+		{Key: "sluice.source.partition", Value: []byte("0")},
+		{Key: "sluice.source.offset", Value: []byte("7")},
+	}}
+	if err := cl.ProduceSync(ctx, dl).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	var offs kadm.Offsets
+	offs.Add(kadm.Offset{Topic: r.acme.topic, Partition: 0, At: 9, LeaderEpoch: -1})
+	if err := r.admin.CommitAllOffsets(ctx, r.group, offs); err != nil {
+		t.Fatal(err)
+	}
+	checks, err := r.check()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range checks {
+		if c.topic != r.acme.topic || c.partition != 0 {
+			if c.produced != 0 || c.landed != 0 || c.deadLet != 0 || len(c.corrupt) != 0 {
+				t.Errorf("%s/%d: %+v, want nothing", c.topic, c.partition, c)
+			}
+			continue
+		}
+		got := fmt.Sprintf("produced %d committed %d landed %d rows %d dead %d missing %v unresolved %v corrupt %d",
+			c.produced, c.committed, c.landed, c.rows, c.deadLet, c.missing, c.unresolved, len(c.corrupt))
+		if want := "produced 10 committed 9 landed 7 rows 8 dead 1 missing [3] unresolved [3 9] corrupt 1"; got != want {
+			t.Errorf("checker on a known partition: %s, want %s (%v)", got, want, c.corrupt)
+		}
+	}
 }
