@@ -630,6 +630,11 @@ func (p *Pipeline) Ready() (bool, string) {
 	if why := p.modulePaused(); why != "" {
 		return false, why
 	}
+	for _, r := range p.routes {
+		if msg := r.loadErr.Load(); msg != nil {
+			return false, *msg
+		}
+	}
 	if msg := p.sink.Failing(); msg != "" {
 		return false, "ClickHouse: " + msg
 	}

@@ -35,6 +35,9 @@ type route struct {
 	flow *flowControl
 
 	cur atomic.Pointer[moduleVersion] // nil until a module is active
+	// loadErr says why the module active in the store could not be loaded
+	// at startup; the route waits for another activation meanwhile.
+	loadErr atomic.Pointer[string]
 
 	mu       sync.Mutex
 	versions []*moduleVersion // the latest load of every binary that ran, for metrics
@@ -212,11 +215,33 @@ func (p *Pipeline) loadModules(ctx context.Context) error {
 			}
 			from = path
 		}
-		mv, err := p.loadVersion(ctx, r, wasm)
-		if err != nil {
-			return fmt.Errorf("%s (%s): %w", r, from, err)
+		if r.tenant == "" {
+			mv, err := p.loadVersion(ctx, r, wasm)
+			if err != nil {
+				return fmt.Errorf("%s (%s): %w", r, from, err)
+			}
+			r.activate(mv)
+			continue
 		}
-		p.routes[i].activate(mv)
+		// A tenant's module never stops the process: one that does not
+		// compile leaves its pipeline waiting for another activation, one
+		// whose instance fails to start runs, and its workers cool down
+		// and retry as they do for any failing start.
+		m, err := p.rt.LoadWithLimits(ctx, r.name, wasm, r.limits)
+		if err != nil {
+			msg := fmt.Sprintf("module %s (%s) does not load: %v", r, from, err)
+			r.loadErr.Store(&msg)
+			p.log.Error("tenant module does not load; its pipeline waits for another activation", "tenant", r.tenant,
+				"pipeline", r.pipeline, "from", from, "err", err)
+			continue
+		}
+		if inst, err := m.Instantiate(ctx, r.init); err != nil {
+			p.log.Warn("tenant module failed to start; its partitions will retry and cool down", "tenant", r.tenant,
+				"pipeline", r.pipeline, "from", from, "err", err)
+		} else {
+			_ = inst.Close(ctx)
+		}
+		p.routes[i].activate(&moduleVersion{module: m})
 	}
 	return nil
 }
@@ -381,6 +406,7 @@ func (p *Pipeline) Activate(ctx context.Context, tenant, pipeline string, v tena
 		return fmt.Errorf("%w: %w", tenancy.ErrRefused, err)
 	}
 	old := r.activate(mv)
+	r.loadErr.Store(nil)
 	if old == nil {
 		p.client.AddConsumeTopics(r.topics...)
 	}
