@@ -75,10 +75,10 @@ func loadVectors(t *testing.T) []vector {
 // sdk is a guest SDK under test: how to build its conformance module.
 type sdk struct {
 	name  string
-	build func(t *testing.T) []byte
+	build func(t testing.TB) []byte
 }
 
-func readFile(t *testing.T, path string) []byte {
+func readFile(t testing.TB, path string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -88,20 +88,20 @@ func readFile(t *testing.T, path string) []byte {
 }
 
 var sdks = []sdk{
-	{"go", func(t *testing.T) []byte {
+	{"go", func(t testing.TB) []byte {
 		out := filepath.Join(t.TempDir(), "conformance-go.wasm")
 		if err := wasmbuild.Build(context.Background(), filepath.Join(wasmbuild.RepoRoot(), "guest-sdk/conformance/go"), out); err != nil {
 			t.Fatal(err)
 		}
 		return readFile(t, out)
 	}},
-	{"c", func(t *testing.T) []byte {
+	{"c", func(t testing.TB) []byte {
 		return readFile(t, wasmbuild.BuildCT(t, wasmbuild.Wasm, "guest-sdk/conformance/c"))
 	}},
-	{"rust", func(t *testing.T) []byte {
+	{"rust", func(t testing.TB) []byte {
 		return readFile(t, wasmbuild.BuildRustT(t, "guest-sdk/conformance/rust"))
 	}},
-	{"assemblyscript", func(t *testing.T) []byte {
+	{"assemblyscript", func(t testing.TB) []byte {
 		return readFile(t, wasmbuild.BuildAST(t, "guest-sdk/conformance/assemblyscript/index.ts"))
 	}},
 }
