@@ -9,70 +9,88 @@ import (
 	"github.com/sluicehq/sluice/internal/wasmbuild"
 )
 
-// The Rust port of log-normalize (examples/log-normalize-rust, with
-// guest-sdk/rust) must write what the Go module writes: the same rows, byte
-// for byte, and the same error messages, on the same records.
+// The Rust and AssemblyScript ports of log-normalize
+// (examples/log-normalize-rust, examples/log-normalize-as) must write what
+// the Go module writes: the same rows, byte for byte, and the same error
+// messages, on the same records, and refuse the same schemas.
 
-const logNormalizeRust = "examples/log-normalize-rust"
+type logNormalizePort struct {
+	name  string // module name, log-normalize-<lang>
+	build func(tb testing.TB) string
+}
 
-func rustModuleWasm(tb testing.TB, repoRelDir string) []byte {
-	tb.Helper()
-	b, err := os.ReadFile(wasmbuild.BuildRustT(tb, repoRelDir))
+var logNormalizePorts = []logNormalizePort{
+	{"log-normalize-rust", func(tb testing.TB) string { return wasmbuild.BuildRustT(tb, "examples/log-normalize-rust") }},
+	{"log-normalize-as", func(tb testing.TB) string { return wasmbuild.BuildAST(tb, "examples/log-normalize-as/index.ts") }},
+}
+
+func (p logNormalizePort) load(t *testing.T, r *Runtime) *Module {
+	t.Helper()
+	b, err := os.ReadFile(p.build(t))
 	if err != nil {
-		tb.Fatal(err)
+		t.Fatal(err)
 	}
-	return b
+	return loadBytes(t, r, p.name, b, Limits{})
 }
 
-func TestLogNormalizeRustMatchesGo(t *testing.T) {
+func TestLogNormalizePortsMatchGo(t *testing.T) {
 	r := newTestRuntime(t, Config{})
 	goMod := load(t, r, "examples/log-normalize", Limits{})
-	rustMod := loadBytes(t, r, "log-normalize-rust", rustModuleWasm(t, logNormalizeRust), Limits{})
 	cfg := InitConfig{Tables: []TableSchema{logsTable}}
-	goIn, rustIn := instantiate(t, goMod, cfg), instantiate(t, rustMod, cfg)
+	goIn := instantiate(t, goMod, cfg)
 	cases := logLineCases(t)
-	for name, lines := range map[string][][]byte{
-		"cases": cases, "mutated": mutate(cases, 3000), "generated": generated(3000),
-	} {
-		batch := linesBatch(lines)
-		goOut, err := goIn.Transform(context.Background(), batch)
+	inputs := map[string][][]byte{"cases": cases, "mutated": mutate(cases, 3000), "generated": generated(3000)}
+	want := map[string][]recordResult{}
+	for name, lines := range inputs {
+		out, err := goIn.Transform(context.Background(), linesBatch(lines))
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := collect(goOut)
-		rustOut, err := rustIn.Transform(context.Background(), batch)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := collect(rustOut)
-		ok, errs := 0, 0
-		for i := range want {
-			if !equalResult(want[i], got[i]) {
-				t.Errorf("%s: record %d %q:\n\tGo module:   %+v\n\tRust module: %+v", name, i, lines[i], want[i], got[i])
+		want[name] = collect(out)
+	}
+	for _, port := range logNormalizePorts {
+		t.Run(port.name, func(t *testing.T) {
+			in := instantiate(t, port.load(t, r), cfg)
+			for name, lines := range inputs {
+				out, err := in.Transform(context.Background(), linesBatch(lines))
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, w := collect(out), want[name]
+				ok, errs, bad := 0, 0, 0
+				for i := range w {
+					if !equalResult(w[i], got[i]) {
+						if bad++; bad <= 10 {
+							t.Errorf("%s: record %d %q:\n\tGo module: %+v\n\t%s: %+v", name, i, lines[i], w[i], port.name, got[i])
+						}
+					}
+					if w[i].err == "" {
+						ok++
+					} else {
+						errs++
+					}
+				}
+				if bad > 10 {
+					t.Errorf("%s: %d records differ in all", name, bad)
+				}
+				if ok < len(w)/20 || errs < len(w)/20 {
+					t.Errorf("%s: %d rows and %d errors of %d records: the cases lost their variety", name, ok, errs, len(w))
+				}
+				t.Logf("%s: %d records (%d rows, %d errors), %d differ", name, len(w), ok, errs, bad)
 			}
-			if want[i].err == "" {
-				ok++
-			} else {
-				errs++
-			}
-		}
-		if ok < len(want)/20 || errs < len(want)/20 {
-			t.Errorf("%s: %d rows and %d errors of %d records: the cases lost their variety", name, ok, errs, len(want))
-		}
-		t.Logf("%s: %d records (%d rows, %d errors) identical", name, len(want), ok, errs)
+		})
 	}
 }
 
-// TestLogNormalizeRustInit: the Rust module refuses the schemas the Go
-// module refuses, with the same message.
-func TestLogNormalizeRustInit(t *testing.T) {
+// TestLogNormalizePortsInit: the ports refuse the schemas the Go module
+// refuses, with the same message.
+func TestLogNormalizePortsInit(t *testing.T) {
 	r := newTestRuntime(t, Config{})
 	goMod := load(t, r, "examples/log-normalize", Limits{})
-	rustMod := loadBytes(t, r, "log-normalize-rust", rustModuleWasm(t, logNormalizeRust), Limits{})
 	other := logsTable
 	other.Columns = append([]ColumnSchema{}, logsTable.Columns...)
 	other.Columns[2] = ColumnSchema{Name: "level", Type: "String"}
-	for _, tt := range []struct {
+	cases := []struct {
 		name   string
 		cfg    InitConfig
 		refuse bool
@@ -82,15 +100,21 @@ func TestLogNormalizeRustInit(t *testing.T) {
 		{"no table", InitConfig{Tables: []TableSchema{advTable}}, true},
 		{"other columns", InitConfig{Tables: []TableSchema{other}}, true},
 		{"fewer columns", InitConfig{Tables: []TableSchema{{Name: "logs", Columns: logsTable.Columns[:6]}}}, true},
-	} {
-		_, goErr := goMod.Instantiate(context.Background(), tt.cfg)
-		_, rustErr := rustMod.Instantiate(context.Background(), tt.cfg)
-		if (goErr != nil) != tt.refuse || (rustErr != nil) != tt.refuse {
-			t.Errorf("%s: Go module: %v; Rust module: %v; want refused = %v", tt.name, goErr, rustErr, tt.refuse)
-			continue
-		}
-		if goErr != nil && strings.Replace(goErr.Error(), "log-normalize-rust", "log-normalize", 1) != strings.Replace(rustErr.Error(), "log-normalize-rust", "log-normalize", 1) {
-			t.Errorf("%s:\n\tGo module:   %v\n\tRust module: %v", tt.name, goErr, rustErr)
-		}
+	}
+	for _, port := range logNormalizePorts {
+		t.Run(port.name, func(t *testing.T) {
+			mod := port.load(t, r)
+			for _, tt := range cases {
+				_, goErr := goMod.Instantiate(context.Background(), tt.cfg)
+				_, portErr := mod.Instantiate(context.Background(), tt.cfg)
+				if (goErr != nil) != tt.refuse || (portErr != nil) != tt.refuse {
+					t.Errorf("%s: Go module: %v; %s: %v; want refused = %v", tt.name, goErr, port.name, portErr, tt.refuse)
+					continue
+				}
+				if goErr != nil && goErr.Error() != strings.Replace(portErr.Error(), port.name, "log-normalize", 1) {
+					t.Errorf("%s:\n\tGo module: %v\n\t%s: %v", tt.name, goErr, port.name, portErr)
+				}
+			}
+		})
 	}
 }
