@@ -24,7 +24,7 @@ var logNormalizePorts = []logNormalizePort{
 	{"log-normalize-as", func(tb testing.TB) string { return wasmbuild.BuildAST(tb, "examples/log-normalize-as/index.ts") }},
 }
 
-func (p logNormalizePort) load(t *testing.T, r *Runtime) *Module {
+func (p logNormalizePort) load(t testing.TB, r *Runtime) *Module {
 	t.Helper()
 	b, err := os.ReadFile(p.build(t))
 	if err != nil {
@@ -115,6 +115,38 @@ func TestLogNormalizePortsInit(t *testing.T) {
 					t.Errorf("%s:\n\tGo module: %v\n\t%s: %v", tt.name, goErr, port.name, portErr)
 				}
 			}
+		})
+	}
+}
+
+// BenchmarkLogNormalizePorts runs the Rust and AssemblyScript ports on the
+// batches BenchmarkLogNormalize (Go) and BenchmarkLogNormalizeC use (1000
+// records of sample.jsonl), as sluice runs them (with the deadline
+// instrumentation). Run them in one go test for comparable figures:
+//
+//	go test -run '^$' -bench LogNormalize -benchtime 2s ./wasmhost/
+func BenchmarkLogNormalizePorts(b *testing.B) {
+	for _, port := range logNormalizePorts {
+		b.Run(port.name, func(b *testing.B) {
+			r := newTestRuntime(b, Config{})
+			wasm, err := os.ReadFile(port.build(b))
+			if err != nil {
+				b.Fatal(err)
+			}
+			m := loadBytes(b, r, port.name, wasm, Limits{})
+			in := instantiate(b, m, InitConfig{Tables: []TableSchema{logsTable}})
+			batch := sampleBatch(b, 1000)
+			if _, err := in.Transform(context.Background(), batch); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			cpu0 := cpuTime()
+			for b.Loop() {
+				if _, err := in.Transform(context.Background(), batch); err != nil {
+					b.Fatal(err)
+				}
+			}
+			reportPerRecord(b, len(batch.Records), cpu0)
 		})
 	}
 }
