@@ -22,8 +22,9 @@ const RustSDKDir = "guest-sdk/rust"
 
 // Debian's toolchain, by path.
 const (
-	DebianCargo = "/usr/bin/cargo"
-	DebianRustc = "/usr/bin/rustc"
+	DebianCargo   = "/usr/bin/cargo"
+	DebianRustc   = "/usr/bin/rustc"
+	DebianRustdoc = "/usr/bin/rustdoc"
 )
 
 // ErrNoRust is returned when the Rust toolchain for wasm32-wasi is missing.
@@ -33,9 +34,19 @@ var ErrNoRust = errors.New("the Rust toolchain for wasm32-wasi is not installed 
 // RustTarget is the target Rust modules are built for.
 const RustTarget = "wasm32-wasi"
 
-// RustEnv is the environment for Debian's cargo: its own rustc, whatever
-// PATH says.
-func RustEnv() []string { return append(os.Environ(), "RUSTC="+DebianRustc) }
+// RustEnv is the environment for Debian's cargo: its own rustc and
+// rustdoc, whatever PATH says.
+func RustEnv() []string {
+	return append(os.Environ(), "RUSTC="+DebianRustc, "RUSTDOC="+DebianRustdoc)
+}
+
+// RustTargetDir is where cargo keeps its build state for the tests, shared
+// so that a rebuild of unchanged sources is quick.
+func RustTargetDir() (string, error) { return rustTargetDir() }
+
+// CheckRust returns ErrNoRust unless Debian's Rust toolchain for
+// wasm32-wasi is installed.
+func CheckRust(ctx context.Context) error { return checkRust(ctx) }
 
 // checkRust reports ErrNoRust unless Debian's cargo, rustc and the
 // wasm32-wasi standard library are installed.

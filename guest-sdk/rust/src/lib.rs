@@ -40,6 +40,11 @@ mod chtype;
 
 use chtype::{Kind, Node, NONE};
 use std::fmt;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// Numbers each decoded Config, so that a row of a Table from another
+/// instance's Config is refused with one integer compare.
+static CONFIG_IDS: AtomicU32 = AtomicU32::new(1);
 
 /// The guest ABI version this SDK implements (guest-sdk/ABI.md).
 pub const ABI_VERSION: i32 = 1;
@@ -149,6 +154,7 @@ pub struct Table {
     name: String,
     index: u16,
     columns: Vec<Column>,
+    config: u32, // the id of the Config it came from
 }
 
 impl Table {
@@ -203,6 +209,7 @@ impl Table {
 pub struct Config {
     params: Vec<(String, String)>,
     tables: Vec<Table>,
+    id: u32,
 }
 
 impl Config {
@@ -401,7 +408,8 @@ struct Schema {
 
 fn decode_init(p: &[u8]) -> Result<(Config, Schema), String> {
     let mut r = Reader { p, off: 0, err: None };
-    let mut cfg = Config { params: Vec::new(), tables: Vec::new() };
+    let id = CONFIG_IDS.fetch_add(1, Ordering::Relaxed);
+    let mut cfg = Config { params: Vec::new(), tables: Vec::new(), id };
     let mut schema = Schema { nodes: Vec::new() };
     let np = r.count(8, "nparams");
     for _ in 0..np {
@@ -433,7 +441,7 @@ fn decode_init(p: &[u8]) -> Result<(Config, Schema), String> {
             }
             columns.push(Column { name: cname, ty, node, unsupported, enums });
         }
-        cfg.tables.push(Table { name, index: i as u16, columns });
+        cfg.tables.push(Table { name, index: i as u16, columns, config: id });
     }
     if r.err.is_none() && r.off != p.len() {
         r.err = Some(format!("{} trailing bytes at offset {}", p.len() - r.off, r.off));
@@ -465,6 +473,7 @@ pub struct Output {
     buf: Vec<u8>,
     schema: Schema,
     tables: Vec<Table>,
+    config: u32, // id of the instance's Config; 0 before init
     nrows: u32,
     err: Option<String>,
     // the open row
@@ -488,6 +497,7 @@ impl Output {
             buf: Vec::new(),
             schema: Schema { nodes: Vec::new() },
             tables: Vec::new(),
+            config: 0,
             nrows: 0,
             err: None,
             open: false,
@@ -506,7 +516,7 @@ impl Output {
             if self.open {
                 let msg = format!("sluice: table {}: Row called before End of the previous row", quote(&self.tables[self.table].name));
                 self.fail(msg);
-            } else if (t.index as usize) >= self.tables.len() || self.tables[t.index as usize].name != t.name {
+            } else if t.config != self.config {
                 self.fail(format!("sluice: table {} is not from this instance's Config", quote(&t.name)));
             } else {
                 self.open = true;
@@ -960,6 +970,7 @@ impl<M: Module> Instance<M> {
             Ok(m) => {
                 self.module = Some(m);
                 self.out.schema = schema;
+                self.out.config = cfg.id;
                 self.out.tables = cfg.tables;
                 Ok(())
             }
@@ -1158,4 +1169,104 @@ macro_rules! export {
             SLUICE_INSTANCE.with(|i| i.borrow_mut().wasm_transform(ptr, len))
         }
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn init_payload(tables: &[(&str, &[(&str, &str)])]) -> Vec<u8> {
+        fn s(b: &mut Vec<u8>, v: &str) {
+            b.extend_from_slice(&(v.len() as u32).to_le_bytes());
+            b.extend_from_slice(v.as_bytes());
+        }
+        let mut b = 0u32.to_le_bytes().to_vec();
+        b.extend_from_slice(&(tables.len() as u32).to_le_bytes());
+        for (name, cols) in tables {
+            s(&mut b, name);
+            b.extend_from_slice(&(cols.len() as u32).to_le_bytes());
+            for (c, t) in cols.iter() {
+                s(&mut b, c);
+                s(&mut b, t);
+            }
+        }
+        b
+    }
+
+    fn batch(values: &[&[u8]]) -> Vec<u8> {
+        let mut b = Vec::new();
+        b.extend_from_slice(&1u32.to_le_bytes());
+        b.push(b't');
+        b.extend_from_slice(&0u32.to_le_bytes());
+        b.extend_from_slice(&(values.len() as u32).to_le_bytes());
+        for (i, v) in values.iter().enumerate() {
+            b.extend_from_slice(&(i as u64).to_le_bytes());
+            b.extend_from_slice(&0u64.to_le_bytes());
+            b.extend_from_slice(&0u32.to_le_bytes());
+            b.extend_from_slice(&(v.len() as u32).to_le_bytes());
+            b.extend_from_slice(v);
+            b.extend_from_slice(&0u32.to_le_bytes());
+        }
+        b
+    }
+
+    thread_local! {
+        static FOREIGN: std::cell::RefCell<Option<Table>> = std::cell::RefCell::new(None);
+    }
+
+    /// Writes the value, parsed as a number, into column n, or uses a
+    /// table of another instance when the value is "foreign".
+    struct Numbers {
+        t: Table,
+    }
+
+    impl Module for Numbers {
+        fn init(cfg: &Config) -> Result<Self, Error> {
+            let t = cfg.table("t")?;
+            t.expect(&[col("n", "UInt32")])?;
+            Ok(Numbers { t })
+        }
+
+        fn transform(&mut self, rec: &Record, out: &mut Output) -> Result<(), Error> {
+            if rec.value == b"foreign" {
+                let t = FOREIGN.with(|f| f.borrow().clone()).expect("a foreign table");
+                return out.row(&t).uint32(1).end();
+            }
+            let n: u32 = std::str::from_utf8(rec.value)?.parse()?; // std errors convert with ?
+            out.row(&self.t).uint32(n).end()
+        }
+    }
+
+    #[test]
+    fn native_instance() {
+        let payload = init_payload(&[("t", &[("n", "UInt32")])]);
+        let mut other = Instance::<Numbers>::new();
+        assert_eq!(other.init(&payload), Ok(()));
+        FOREIGN.with(|f| *f.borrow_mut() = Some(other.module.as_ref().unwrap().t.clone()));
+
+        let mut inst = Instance::<Numbers>::new();
+        assert_eq!(inst.init(&payload), Ok(()));
+        let out = inst.transform(&batch(&[b"7", b"x", b"foreign"])).to_vec();
+        let mut want = 3u32.to_le_bytes().to_vec();
+        want.extend_from_slice(&[0, 1, 0, 0, 0, 0, 0, 4, 0, 0, 0, 7, 0, 0, 0]);
+        let e1 = "invalid digit found in string";
+        want.push(1);
+        want.extend_from_slice(&(e1.len() as u32).to_le_bytes());
+        want.extend_from_slice(e1.as_bytes());
+        let e2 = "sluice: table \"t\" is not from this instance's Config";
+        want.push(1);
+        want.extend_from_slice(&(e2.len() as u32).to_le_bytes());
+        want.extend_from_slice(e2.as_bytes());
+        assert_eq!(out, want);
+    }
+
+    #[test]
+    fn refusals() {
+        let mut inst = Instance::<Numbers>::new();
+        assert_eq!(
+            inst.init(&init_payload(&[("t", &[("n", "UInt64")])])),
+            Err("sluice: table \"t\" does not have the columns this module writes: column #1 is n UInt64, want n UInt32".to_string())
+        );
+        assert_eq!(inst.init(&[1, 2]), Err("sluice: malformed init payload: truncated reading nparams at offset 0".to_string()));
+    }
 }
