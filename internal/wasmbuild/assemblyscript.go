@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 )
 
 // AssemblyScript modules are compiled with asc from npm (the version
@@ -40,6 +41,15 @@ func EnsureASC(ctx context.Context, pkgDir string) (string, error) {
 		}
 	}
 	asc := filepath.Join(pkgDir, "node_modules", ".bin", "asc")
+	if _, err := os.Stat(asc); err == nil {
+		return asc, nil
+	}
+	// Test binaries run in parallel: one installs, the others wait for it.
+	unlock, err := lockFile(ctx, filepath.Join(pkgDir, ".npm-install.lock"))
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
 	if _, err := os.Stat(asc); err == nil {
 		return asc, nil
 	}
@@ -158,4 +168,33 @@ func BuildAST(tb testing.TB, repoRelEntry string) string {
 		tb.Fatal(err)
 	}
 	return out
+}
+
+// lockFile takes an exclusive lock by creating path, waiting (up to 5
+// minutes, or ctx) while another process holds it. A lock older than that
+// is taken to be left by a process that died.
+func lockFile(ctx context.Context, path string) (unlock func(), err error) {
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+		if err == nil {
+			f.Close()
+			return func() { os.Remove(path) }, nil
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			return nil, err
+		}
+		if st, err := os.Stat(path); err == nil && time.Since(st.ModTime()) > 5*time.Minute {
+			os.Remove(path)
+			continue
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("%s: still locked after 5 minutes", path)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
