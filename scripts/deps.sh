@@ -149,3 +149,38 @@ POM
 	touch "$KAFKA_LIBS/.complete"
 	echo "kafka $KAFKA_VERSION jars: installed ($KAFKA_LIBS)"
 fi
+
+# === guest SDK toolchains: Rust and AssemblyScript (guest-sdk/rust, guest-sdk/assemblyscript) ===
+# Rust: Debian's rustc and cargo 1.63 with libstd-rust-dev-wasm32 (the
+# wasm32-wasi standard library). They install to /usr/bin; a rustup toolchain
+# earlier on PATH has no wasm32 target, so the builds call /usr/bin/cargo with
+# RUSTC=/usr/bin/rustc. AssemblyScript: node and npm, then the asc version
+# pinned in guest-sdk/assemblyscript/package-lock.json (npm ci).
+RUST_PKGS=(rustc cargo libstd-rust-dev-wasm32)
+rust_missing=()
+for pkg in "${RUST_PKGS[@]}"; do
+	if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed"; then
+		rust_missing+=("$pkg")
+	fi
+done
+if [ "${#rust_missing[@]}" -eq 0 ]; then
+	echo "rust (wasm32-wasi): already installed ($(/usr/bin/rustc --version))"
+else
+	apt_install "${rust_missing[@]}"
+	echo "rust (wasm32-wasi): installed ${rust_missing[*]}"
+fi
+
+if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then
+	echo "node: already installed ($(node --version))"
+else
+	apt_install nodejs npm
+	echo "node: installed"
+fi
+AS_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/guest-sdk/assemblyscript"
+if [ -x "$AS_DIR/node_modules/.bin/asc" ]; then
+	echo "assemblyscript: already installed ($("$AS_DIR/node_modules/.bin/asc" --version))"
+else
+	(cd "$AS_DIR" && npm ci --no-audit --no-fund --loglevel=error)
+	echo "assemblyscript: installed ($("$AS_DIR/node_modules/.bin/asc" --version))"
+fi
+# === end guest SDK toolchains ===

@@ -257,6 +257,9 @@ func (r *Runtime) LoadWithLimits(ctx context.Context, name string, wasm []byte, 
 	_ = inst.Close(ctx)
 	if err != nil {
 		_ = code.Close(ctx)
+		if _, command := exports["_start"]; command {
+			return nil, fmt.Errorf("module %s: %w: %s", name, ErrCommandModule, err)
+		}
 		return nil, fmt.Errorf("module %s: sluice_abi_version: %w", name, err)
 	}
 	m.Version = int(int32(v))
@@ -267,6 +270,15 @@ func (r *Runtime) LoadWithLimits(ctx context.Context, name string, wasm []byte, 
 	r.modules[key] = m
 	return m, nil
 }
+
+// ErrCommandModule is the load error of a module built as a WASI command
+// (it exports _start) whose exports cannot run before _start, which the host
+// never calls: a Go module built without -buildmode=c-shared traps in
+// runtime.notInitialized.
+var ErrCommandModule = errors.New("the module is a WASI command (it exports _start), not a reactor, and its exports " +
+	"fail before _start, which the host never calls: build a Go module with " +
+	"`GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared`, a Rust module as a cdylib (crate-type = [\"cdylib\"]), " +
+	"a C module with -mexec-model=reactor, an AssemblyScript module with --exportStart _initialize (sluice module init writes these builds)")
 
 // IsWasm reports whether b starts like a WebAssembly binary.
 func IsWasm(b []byte) bool { return len(b) >= 8 && string(b[:4]) == "\x00asm" }

@@ -28,7 +28,7 @@ const usage = `sluice moves Kafka records through a WebAssembly module into Clic
 
 Usage:
   sluice run -config pipeline.yaml [-log-level info]
-  sluice module test|inspect …   (run 'sluice module help')
+  sluice module test|inspect|init …   (run 'sluice module help')
   sluice module push|ls|activate|rollback|rm …   (the admin API's client)
   sluice token new|hash          (API tokens and the hashes the config keeps)
   sluice version

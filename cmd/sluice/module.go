@@ -29,6 +29,7 @@ import (
 const moduleUsage = `Usage:
   sluice module test -module m.wasm -input records.jsonl -table 'CREATE TABLE …' [-table …] [-param k=v …]
   sluice module inspect m.wasm
+  sluice module init [-sdk DIR] go|rust|c|ts DIR
   sluice module push|ls|activate|rollback|rm …   (a server's admin API; see below)
 
 test runs a module offline, the way the pipeline would, on records read from
@@ -41,6 +42,9 @@ rows, one line each as "table {column: value, …}", or "error: why", or
 "(no rows)" for a record the module filtered out.
 
 inspect prints a module's ABI version, sha256, size, imports and exports.
+
+init writes a new module (source, build.sh, table.sql, sample input and a
+test.sh that runs it through 'sluice module test'); see 'sluice module init -h'.
 
 ` + clientUsage
 
@@ -55,6 +59,8 @@ func cmdModule(args []string, stdout, stderr io.Writer) int {
 		return cmdModuleTest(args[1:], stdout, stderr)
 	case "inspect":
 		return cmdModuleInspect(args[1:], stdout, stderr)
+	case "init":
+		return cmdModuleInit(args[1:], stdout, stderr)
 	case "push", "ls", "activate", "rollback", "rm":
 		return cmdModuleClient(args[0], args[1:], stdout, stderr)
 	}
