@@ -1,0 +1,125 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/sluicehq/sluice/sinks/clickhouse"
+)
+
+// TestProducerContext checks the allocation-free traceparent parser against
+// the SDK's propagator on valid and malformed headers.
+func TestProducerContext(t *testing.T) {
+	for _, v := range []string{
+		"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+		"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00",
+		"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-03", // only the sampled flag is kept
+		"01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-later-fields",
+		"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-x", // version 00 has no more fields
+		"00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",   // uppercase
+		"ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+		"00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+		"00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+		"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-0g",
+		"00-4bf92f3577b34da6a3ce929d0e0e4736_00f067aa0ba902b7-01",
+		"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7",
+		"",
+	} {
+		h := []kgo.RecordHeader{{Key: "other", Value: []byte("x")}, {Key: "traceparent", Value: []byte(v)}}
+		got, ok := producerContext(h)
+		want := trace.SpanContextFromContext(traceContext.Extract(context.Background(), headerCarrier(h)))
+		if ok != want.IsValid() || ok && (got.TraceID() != want.TraceID() || got.SpanID() != want.SpanID() ||
+			got.IsSampled() != want.IsSampled() || !got.IsRemote()) {
+			t.Errorf("%q: parsed %v %v, propagator %v", v, ok, got, want)
+		}
+	}
+	if _, ok := producerContext(nil); ok {
+		t.Error("no headers parsed as a context")
+	}
+}
+
+// TestUnsampledTracingCost checks that what tracing does for an unsampled
+// batch costs no allocation per record, and holding and sealing its rows
+// none at all.
+func TestUnsampledTracingCost(t *testing.T) {
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.NeverSample()))
+	p := &Pipeline{tracer: tp.Tracer(tracerName)}
+	batch := func(n int) kgo.FetchTopicPartition {
+		fp := kgo.FetchTopicPartition{Topic: "logs"}
+		for i := range n {
+			// Unsampled producer contexts must not make the batch sampled
+			// or cost anything per record.
+			tp := fmt.Sprintf("00-%032x-%016x-00", i+1, i+1)
+			fp.Records = append(fp.Records, &kgo.Record{Offset: int64(i), Headers: []kgo.RecordHeader{{Key: "traceparent", Value: []byte(tp)}}})
+		}
+		return fp
+	}
+	one, many := batch(1), batch(1000)
+	consume := func(fp kgo.FetchTopicPartition) float64 {
+		return testing.AllocsPerRun(100, func() {
+			_, span := p.startConsume(fp)
+			if span.SpanContext().IsSampled() {
+				t.Fatal("unsampled producers sampled the batch")
+			}
+			span.End()
+		})
+	}
+	if a1, a1000 := consume(one), consume(many); a1000 != a1 {
+		t.Errorf("starting an unsampled consume span: %v allocations for 1 record, %v for 1000", a1, a1000)
+	}
+
+	w := &partitionWorker{marks: []int{0}, holders: make([][]clickhouse.Ack, 1)}
+	unsampled := &batchAck{}
+	if a := testing.AllocsPerRun(100, func() {
+		if w.holdFor(0, unsampled) != clickhouse.Ack(unsampled) {
+			t.Fatal("an unsampled batch is held as something else than its ack")
+		}
+	}); a != 0 {
+		t.Errorf("holding an unsampled batch: %v allocations", a)
+	}
+	chunk := &clickhouse.Chunk{Acks: []clickhouse.Ack{unsampled, unsampled}}
+	exp := tracetest.NewInMemoryExporter()
+	p.tracer = sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp)).Tracer(tracerName)
+	if a := testing.AllocsPerRun(100, func() { p.traceSeal(chunk) }); a != 0 {
+		t.Errorf("sealing a chunk of unsampled batches: %v allocations", a)
+	}
+	if n := len(exp.GetSpans()); n != 0 {
+		t.Errorf("a chunk of unsampled batches got %d seal spans", n)
+	}
+}
+
+// TestSampledHoldRows checks the row range a sampled batch's hold records
+// as the worker appends the rows of several batches to one block.
+func TestSampledHoldRows(t *testing.T) {
+	sampled := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1}, SpanID: trace.SpanID{1}, TraceFlags: trace.FlagsSampled})
+	w := &partitionWorker{marks: []int{0}, holders: make([][]clickhouse.Ack, 1)}
+	hold := func(mark int, b *batchAck) clickhouse.Ack {
+		w.marks[0] = mark
+		h := w.holdFor(0, b)
+		w.holders[0] = append(w.holders[0], h)
+		return h
+	}
+	a := hold(0, &batchAck{span: sampled})
+	hold(5, &batchAck{}) // unsampled: ends a's range
+	c := hold(8, &batchAck{span: sampled})
+	d := hold(8, &batchAck{span: sampled}) // c's record was rolled back: c has no rows
+	for _, tc := range []struct {
+		name        string
+		h           clickhouse.Ack
+		start, rows int
+	}{{"a", a, 0, 5}, {"c", c, 8, 0}, {"d", d, 8, -1}} {
+		h, ok := tc.h.(*sampledHold)
+		if !ok {
+			t.Fatalf("%s: sampled batch held as %T", tc.name, tc.h)
+		}
+		if h.start != tc.start || h.rows != tc.rows {
+			t.Errorf("%s: start %d rows %d, want %d %d", tc.name, h.start, h.rows, tc.start, tc.rows)
+		}
+	}
+}
