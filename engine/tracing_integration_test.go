@@ -25,6 +25,7 @@ import (
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sluicehq/sluice/engine"
@@ -515,6 +516,7 @@ func TestTraceSampling(t *testing.T) {
 			recv.mu.Lock()
 			defer recv.mu.Unlock()
 			checkSampledTraces(t, recv.all, e.ch.Addr, table, n, tc.rootRatio, tc.producers, sampledProducers, unsampledProducers)
+			checkFindRecord(t, recv.all, topic)
 		})
 	}
 }
@@ -659,4 +661,66 @@ func checkSampledTraces(t *testing.T, spans []*tracepb.Span, chAddr, table strin
 		t.Errorf("consume spans cover %d of %d records at ratio %v", covered, n, rootRatio)
 	}
 	t.Logf("%d consume spans over %d of %d records, %d transform, %d seal, %d flush spans", len(consumes), covered, n, len(transforms), len(seals), len(flushes))
+}
+
+// checkFindRecord writes spans as OTLP/JSON, reads them back as sluice trace
+// does, and finds the first and last record of every exported consume span:
+// the spans found are that consume span, its transforms, and seal and
+// INSERT spans that carry all of its rows. A record of an unexported batch
+// is not found.
+func checkFindRecord(t *testing.T, spans []*tracepb.Span, topic string) {
+	t.Helper()
+	if len(spans) == 0 {
+		return
+	}
+	doc, err := protojson.Marshal(&coltracepb.ExportTraceServiceRequest{ResourceSpans: []*tracepb.ResourceSpans{{
+		ScopeSpans: []*tracepb.ScopeSpans{{Spans: spans}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	read, err := telemetry.ReadSpans(bytes.NewReader(append(doc, '\n')))
+	if err != nil || len(read) != len(spans) {
+		t.Fatalf("read back %d of %d spans: %v", len(read), len(spans), err)
+	}
+	covered := map[int32]map[int64]bool{0: {}, 1: {}}
+	for _, c := range read {
+		if c.Name != "process "+topic {
+			continue
+		}
+		a := pbAttrs(c.Attributes)
+		partition, _ := strconv.Atoi(a["messaging.destination.partition.id"].GetStringValue())
+		first, last, count := a["sluice.kafka.offset.first"].GetIntValue(), a["sluice.kafka.offset.last"].GetIntValue(), a["messaging.batch.message_count"].GetIntValue()
+		for o := first; o <= last; o++ {
+			covered[int32(partition)][o] = true
+		}
+		for _, offset := range []int64{first, last} {
+			found := telemetry.FindRecord(read, topic, int32(partition), offset)
+			if len(found) != 1 || !bytes.Equal(found[0].Consume.SpanId, c.SpanId) {
+				t.Errorf("%s/%d@%d: found %d consume spans, want %s", topic, partition, offset, len(found), hex.EncodeToString(c.SpanId))
+				continue
+			}
+			rt := found[0]
+			var sealed, inserted int64
+			for _, s := range rt.Seals {
+				sealed += s.Rows
+			}
+			for _, s := range rt.Inserts {
+				if !s.Exact || s.Span.Name != "INSERT "+telemetry.Attr(s.Span, "db.collection.name") {
+					t.Errorf("%s/%d@%d: insert span %s (exact rows %v)", topic, partition, offset, s.Span.Name, s.Exact)
+				}
+				inserted += s.Rows
+			}
+			if len(rt.Transforms) == 0 || sealed != count || inserted != count {
+				t.Errorf("%s/%d@%d: %d transforms; seals carry %d rows, inserts %d, of a batch of %d", topic, partition, offset, len(rt.Transforms), sealed, inserted, count)
+			}
+		}
+	}
+	for o := int64(0); o < 100; o++ {
+		if !covered[0][o] {
+			if found := telemetry.FindRecord(read, topic, 0, o); len(found) != 0 {
+				t.Errorf("%s/0@%d is in no exported batch, found %d", topic, o, len(found))
+			}
+			break
+		}
+	}
 }
