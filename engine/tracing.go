@@ -167,6 +167,9 @@ func (p *Pipeline) startConsume(fp kgo.FetchTopicPartition) (context.Context, tr
 	recs := fp.Records
 	parent := context.Background()
 	for _, r := range recs {
+		if len(r.Headers) == 0 {
+			continue
+		}
 		if sc, ok := producerContext(r.Headers); ok && sc.IsSampled() {
 			// The propagator, for the producer's tracestate.
 			parent = traceContext.Extract(parent, headerCarrier(r.Headers))

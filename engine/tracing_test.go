@@ -9,6 +9,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/sluicehq/sluice/sinks/clickhouse"
 )
@@ -121,5 +122,40 @@ func TestSampledHoldRows(t *testing.T) {
 		if h.start != tc.start || h.rows != tc.rows {
 			t.Errorf("%s: start %d rows %d, want %d %d", tc.name, h.start, h.rows, tc.start, tc.rows)
 		}
+	}
+}
+
+// BenchmarkUnsampledBatchTracing measures what tracing adds to one polled
+// batch of 500 records that is not sampled: the consume and transform
+// spans, holding its rows and the seal and insert checks, with tracing off
+// (noop provider) and with the SDK at ratio 0.
+func BenchmarkUnsampledBatchTracing(b *testing.B) {
+	fp := kgo.FetchTopicPartition{Topic: "logs"}
+	for i := range 500 {
+		fp.Records = append(fp.Records, &kgo.Record{Offset: int64(i)})
+	}
+	for _, tc := range []struct {
+		name string
+		tp   trace.TracerProvider
+	}{
+		{"off", noop.NewTracerProvider()},
+		{"sdk-unsampled", sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(0))))},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			p := &Pipeline{tracer: tc.tp.Tracer(tracerName)}
+			w := &partitionWorker{marks: []int{0}, holders: make([][]clickhouse.Ack, 1)}
+			chunk := &clickhouse.Chunk{}
+			b.ReportAllocs()
+			for b.Loop() {
+				ctx, span := p.startConsume(fp)
+				ack := &batchAck{span: span.SpanContext()}
+				_, tspan := p.tracer.Start(ctx, "transform")
+				tspan.End()
+				w.holders[0] = append(w.holders[0][:0], w.holdFor(0, ack))
+				chunk.Acks = w.holders[0]
+				p.traceSeal(chunk)
+				span.End()
+			}
+		})
 	}
 }
