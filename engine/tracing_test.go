@@ -159,3 +159,62 @@ func BenchmarkUnsampledBatchTracing(b *testing.B) {
 		})
 	}
 }
+
+// TestProducerLinksPastLimit checks that a sampled batch with more sampled
+// producers than the link limit links the first maxLinks, counts the rest
+// and names their trace ids in an event, and that it is a child of its
+// first sampled producer.
+func TestProducerLinksPastLimit(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	limits := sdktrace.NewSpanLimits()
+	limits.LinkCountLimit = maxLinks
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp), sdktrace.WithSpanLimits(limits),
+		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.NeverSample())))
+	p := &Pipeline{tracer: tp.Tracer(tracerName)}
+	const extra = 76
+	fp := kgo.FetchTopicPartition{Topic: "logs"}
+	fp.Partition = 3
+	fp.Records = append(fp.Records, &kgo.Record{Offset: 0, Headers: []kgo.RecordHeader{{Key: "traceparent",
+		Value: []byte("00-00000000000000000000000000000001-0000000000000001-00")}}}) // unsampled: not the parent
+	for i := 1; i <= maxLinks+extra; i++ {
+		fp.Records = append(fp.Records, &kgo.Record{Offset: int64(i), Headers: []kgo.RecordHeader{{Key: "traceparent",
+			Value: fmt.Appendf(nil, "00-%032x-%016x-01", i+1, i+1)}}})
+	}
+	_, span := p.startConsume(fp)
+	span.End()
+	spans := exp.GetSpans()
+	if len(spans) != 1 {
+		t.Fatalf("%d spans exported, want the consume span", len(spans))
+	}
+	s := spans[0]
+	if s.Name != "process logs" || s.Parent.TraceID().String() != fmt.Sprintf("%032x", 2) || s.Parent.SpanID().String() != fmt.Sprintf("%016x", 2) {
+		t.Errorf("span %q with parent %s/%s, want process logs, child of the first sampled producer", s.Name, s.Parent.TraceID(), s.Parent.SpanID())
+	}
+	if len(s.Links) != maxLinks || s.DroppedLinks != 0 {
+		t.Errorf("%d links (%d dropped by the SDK), want %d", len(s.Links), s.DroppedLinks, maxLinks)
+	}
+	for i, l := range s.Links {
+		if l.SpanContext.SpanID().String() != fmt.Sprintf("%016x", i+2) || len(l.Attributes) != 1 || l.Attributes[0].Value.AsInt64() != int64(i+1) {
+			t.Errorf("link %d: %s %v, want the producer of offset %d", i, l.SpanContext.SpanID(), l.Attributes, i+1)
+			break
+		}
+	}
+	if a := attrsOf(s); a["sluice.producer.links.dropped"] != fmt.Sprint(extra) || a["messaging.destination.partition.id"] != "3" {
+		t.Errorf("attributes %v, want %d dropped producer links", a, extra)
+	}
+	if len(s.Events) != 1 || s.Events[0].Name != "sluice.producer.unlinked" {
+		t.Fatalf("events %v, want one sluice.producer.unlinked", s.Events)
+	}
+	ids := s.Events[0].Attributes[0].Value.AsStringSlice()
+	if len(ids) != extra || ids[0] != fmt.Sprintf("%032x", maxLinks+2) || ids[extra-1] != fmt.Sprintf("%032x", maxLinks+extra+1) {
+		t.Errorf("event names %d trace ids (%v…), want the %d unlinked", len(ids), ids[:min(len(ids), 2)], extra)
+	}
+}
+
+func attrsOf(s tracetest.SpanStub) map[string]string {
+	m := map[string]string{}
+	for _, kv := range s.Attributes {
+		m[string(kv.Key)] = kv.Value.Emit()
+	}
+	return m
+}
