@@ -2,10 +2,13 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -217,4 +220,42 @@ func attrsOf(s tracetest.SpanStub) map[string]string {
 		m[string(kv.Key)] = kv.Value.Emit()
 	}
 	return m
+}
+
+// TestFlushSpanOfFailedAttempt checks a flush span's name, parent and
+// attributes, and what a failed attempt adds: error status, error.type and
+// the ClickHouse error code.
+func TestFlushSpanOfFailedAttempt(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	p := &Pipeline{tracer: sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp)).Tracer(tracerName)}
+	consume := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{9}, SpanID: trace.SpanID{9}, TraceFlags: trace.FlagsSampled})
+	first := &sampledHold{batchAck: &batchAck{span: consume}}
+	start := time.Now()
+	for _, tc := range []struct {
+		err               error
+		errorType, dbCode string
+	}{
+		{&clickhouse.ServerError{Code: 241, Status: 500, Message: "memory limit"}, "241", "241"},
+		{fmt.Errorf("flush: %w", &clickhouse.PermanentError{Err: errors.New("no such table")}), "_OTHER", ""},
+		{nil, "", ""},
+	} {
+		exp.Reset()
+		p.traceFlush(&clickhouse.InsertEvent{Table: "db1.events", Replica: "10.0.0.7:9440", Rows: 10, Bytes: 800, Attempt: 2,
+			Start: start, End: start.Add(time.Millisecond), Err: tc.err}, first)
+		spans := exp.GetSpans()
+		if len(spans) != 1 {
+			t.Fatalf("%v: %d spans", tc.err, len(spans))
+		}
+		s := spans[0]
+		a := attrsOf(s)
+		if s.Name != "INSERT events" || s.Parent.SpanID() != consume.SpanID() || s.SpanContext.TraceID() != consume.TraceID() ||
+			a["db.namespace"] != "db1" || a["db.collection.name"] != "events" || a["server.address"] != "10.0.0.7" || a["server.port"] != "9440" ||
+			a["sluice.insert.attempt"] != "2" || a["sluice.rows"] != "10" || a["sluice.clickhouse.shard"] != "default" || !s.EndTime.Equal(start.Add(time.Millisecond)) {
+			t.Errorf("%v: span %q parent %s, attributes %v", tc.err, s.Name, s.Parent.SpanID(), a)
+		}
+		failed := s.Status.Code == codes.Error
+		if failed != (tc.err != nil) || a["error.type"] != tc.errorType || a["db.response.status_code"] != tc.dbCode {
+			t.Errorf("%v: status %v, error.type %q, db.response.status_code %q; want %q %q", tc.err, s.Status, a["error.type"], a["db.response.status_code"], tc.errorType, tc.dbCode)
+		}
+	}
 }
