@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -30,7 +31,7 @@ import (
 // time the benchmark process (the pipeline, in-process) spent per row. On
 // a shared machine the CPU figure is the steadier measure of the cost.
 // Spans go to a discarding exporter through the SDK's batch span processor,
-// as in production.
+// as in production, with a queue large enough that 100% drops none.
 func BenchmarkTracingOverhead(b *testing.B) {
 	const records, partitions = 200_000, 4
 	ch := testinfra.ClickHouseT(b)
@@ -63,6 +64,7 @@ func BenchmarkTracingOverhead(b *testing.B) {
 	}{{"off", -1}, {"1pct", 0.01}, {"100pct", 1}}
 	results := map[string][]float64{}
 	cpuPerRow := map[string][]float64{}
+	var batches []float64 // consume spans of each 100% run
 	run := 0
 	for i := 0; i < b.N; i++ {
 		// Each round starts with the next mode, so that no mode always
@@ -81,12 +83,13 @@ func BenchmarkTracingOverhead(b *testing.B) {
 			cfg.ClickHouse.Addr = ch.Addr
 			cfg.Observability.Listen = "off"
 			var opts []engine.Option
+			var consumes atomic.Int64
 			var tp *trace.TracerProvider
 			if m.ratio < 0 {
 				opts = append(opts, engine.WithTracerProvider(noop.NewTracerProvider()))
 			} else {
 				tp = trace.NewTracerProvider(
-					trace.WithBatcher(discard{}),
+					trace.WithBatcher(discard{&consumes}, trace.WithMaxQueueSize(1<<16)),
 					trace.WithSampler(trace.ParentBased(trace.TraceIDRatioBased(m.ratio))))
 				opts = append(opts, engine.WithTracerProvider(tp))
 			}
@@ -118,6 +121,9 @@ func BenchmarkTracingOverhead(b *testing.B) {
 			if tp != nil {
 				_ = tp.Shutdown(ctx)
 			}
+			if m.ratio == 1 {
+				batches = append(batches, float64(consumes.Load()))
+			}
 			results[m.name] = append(results[m.name], float64(records)/elapsed.Seconds())
 			cpuPerRow[m.name] = append(cpuPerRow[m.name], float64(cpu.Nanoseconds())/1e3/records)
 			b.Logf("round %d %s: %.0f rows/s, %.2f µs CPU/row", i+1, m.name, float64(records)/elapsed.Seconds(), float64(cpu.Nanoseconds())/1e3/records)
@@ -141,6 +147,8 @@ func BenchmarkTracingOverhead(b *testing.B) {
 		}
 		b.ReportMetric(median(paired), m.name+"_paired_cost_%")
 	}
+	// At 100% every polled batch has a consume span: the batches per run.
+	b.ReportMetric(median(batches), "batches/run")
 }
 
 // processCPU is the user and system CPU time the process has used.
@@ -152,11 +160,19 @@ func processCPU(b *testing.B) time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// discard is a span exporter that drops spans after the SDK has built them.
-type discard struct{}
+// discard is a span exporter that drops spans after the SDK has built
+// them, counting the consume spans.
+type discard struct{ consumes *atomic.Int64 }
 
-func (discard) ExportSpans(context.Context, []trace.ReadOnlySpan) error { return nil }
-func (discard) Shutdown(context.Context) error                          { return nil }
+func (d discard) ExportSpans(_ context.Context, spans []trace.ReadOnlySpan) error {
+	for _, s := range spans {
+		if strings.HasPrefix(s.Name(), "process ") {
+			d.consumes.Add(1)
+		}
+	}
+	return nil
+}
+func (discard) Shutdown(context.Context) error { return nil }
 
 func median(v []float64) float64 {
 	if len(v) == 0 {
