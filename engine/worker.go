@@ -482,7 +482,7 @@ func (w *partitionWorker) appendRows(res *wasmhost.RecordResult, ack *batchAck) 
 		if w.lastHeld[table] != ack {
 			ack.hold()
 			w.lastHeld[table] = ack
-			w.holders[table] = append(w.holders[table], ack)
+			w.holders[table] = append(w.holders[table], w.holdFor(table, ack))
 		}
 		if w.openedAt.IsZero() {
 			w.openedAt = time.Now()

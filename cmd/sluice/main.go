@@ -31,6 +31,8 @@ Usage:
   sluice module test|inspect|init …   (run 'sluice module help')
   sluice module push|ls|activate|rollback|rm …   (the admin API's client)
   sluice token new|hash          (API tokens and the hashes the config keeps)
+  sluice trace -spans traces.json -topic T -partition P -offset O
+                                 (the spans and INSERT that carried a record)
   sluice version
 
 Run 'sluice <command> -h' for a command's flags.
@@ -52,6 +54,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdModule(args[1:], stdout, stderr)
 	case "token":
 		return cmdToken(args[1:], stdout, stderr)
+	case "trace":
+		return cmdTrace(args[1:], stdout, stderr)
 	case "version", "-version", "--version":
 		fmt.Fprintln(stdout, "sluice", version)
 		return 0

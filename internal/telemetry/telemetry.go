@@ -33,9 +33,12 @@ type TracesConfig struct {
 	// Endpoint overrides OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT, e.g.
 	// "http://collector:4318".
 	Endpoint string `yaml:"endpoint"`
-	// SampleRatio is the share of root traces sampled (parent-based: a
-	// batch whose producer trace was sampled is sampled). Default:
-	// OTEL_TRACES_SAMPLER_ARG, else 0.01.
+	// SampleRatio is the share of root traces sampled, with the
+	// parentbased_traceidratio sampler: a batch carrying a record whose
+	// producer traceparent is sampled is a child of that producer span and
+	// so is sampled. It applies only when OTEL_TRACES_SAMPLER is unset: a
+	// set OTEL_TRACES_SAMPLER wins, with OTEL_TRACES_SAMPLER_ARG as the
+	// SDK reads them. Default: OTEL_TRACES_SAMPLER_ARG, else 0.01.
 	SampleRatio *float64 `yaml:"sample_ratio"`
 	// ServiceName defaults to OTEL_SERVICE_NAME, else "sluice".
 	ServiceName string `yaml:"service_name"`
@@ -68,6 +71,9 @@ func (c *TracesConfig) Validate(getenv func(string) string) error {
 	default:
 		return fmt.Errorf("observability.traces.protocol: %q is not http/protobuf or grpc", c.Protocol)
 	}
+	if err := checkSamplerEnv(getenv); err != nil {
+		return err
+	}
 	if c.SampleRatio == nil {
 		r := 0.01
 		if v := getenv("OTEL_TRACES_SAMPLER_ARG"); v != "" {
@@ -79,7 +85,7 @@ func (c *TracesConfig) Validate(getenv func(string) string) error {
 		}
 		c.SampleRatio = &r
 	}
-	if *c.SampleRatio < 0 || *c.SampleRatio > 1 {
+	if *c.SampleRatio < 0 || *c.SampleRatio > 1 || *c.SampleRatio != *c.SampleRatio {
 		return fmt.Errorf("observability.traces.sample_ratio: %v is not between 0 and 1", *c.SampleRatio)
 	}
 	if c.ServiceName == "" {
@@ -87,6 +93,33 @@ func (c *TracesConfig) Validate(getenv func(string) string) error {
 	}
 	if c.ServiceName == "" {
 		c.ServiceName = "sluice"
+	}
+	return nil
+}
+
+// samplersFromEnv are the OTEL_TRACES_SAMPLER values the SDK builds itself,
+// and whether they take OTEL_TRACES_SAMPLER_ARG as a ratio.
+var samplersFromEnv = map[string]bool{
+	"always_on": false, "always_off": false, "traceidratio": true,
+	"parentbased_always_on": false, "parentbased_always_off": false, "parentbased_traceidratio": true,
+}
+
+// checkSamplerEnv rejects an OTEL_TRACES_SAMPLER the SDK does not know, or a
+// ratio it would replace with 1, where the SDK only logs and goes on.
+func checkSamplerEnv(getenv func(string) string) error {
+	name := strings.ToLower(strings.TrimSpace(getenv("OTEL_TRACES_SAMPLER")))
+	if name == "" {
+		return nil
+	}
+	ratio, ok := samplersFromEnv[name]
+	if !ok {
+		return fmt.Errorf("OTEL_TRACES_SAMPLER: %q is not one of always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off, parentbased_traceidratio", name)
+	}
+	if arg := strings.TrimSpace(getenv("OTEL_TRACES_SAMPLER_ARG")); ratio && arg != "" {
+		f, err := strconv.ParseFloat(arg, 64)
+		if err != nil || f < 0 || f > 1 {
+			return fmt.Errorf("OTEL_TRACES_SAMPLER_ARG: %q is not a ratio between 0 and 1", arg)
+		}
 	}
 	return nil
 }
@@ -131,19 +164,28 @@ func Setup(ctx context.Context, c TracesConfig, version string) (trace.TracerPro
 	if err != nil {
 		return nil, nil, err
 	}
-	// A flush span links to every consume span whose rows its insert
-	// carries: up to 1024 unless OTEL_SPAN_LINK_COUNT_LIMIT says otherwise
-	// (the SDK's own default is 128).
+	tp := newTracerProvider(c, sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+	otel.SetTracerProvider(tp)
+	return tp, tp.Shutdown, nil
+}
+
+// newTracerProvider builds the SDK provider with sluice's link limit and
+// sampler. A validated c is assumed. It reads the process environment, as
+// the SDK does.
+func newTracerProvider(c TracesConfig, opts ...sdktrace.TracerProviderOption) *sdktrace.TracerProvider {
+	// A flush span links to every sampled consume span whose rows its
+	// insert carries, and a consume span to every sampled producer: up to
+	// 1024 unless OTEL_SPAN_LINK_COUNT_LIMIT says otherwise (the SDK's own
+	// default is 128).
 	limits := sdktrace.NewSpanLimits()
 	if os.Getenv("OTEL_SPAN_LINK_COUNT_LIMIT") == "" {
 		limits.LinkCountLimit = FlushLinkLimit
 	}
-	tp := sdktrace.NewTracerProvider(
-		sdktrace.WithBatcher(exp),
-		sdktrace.WithSpanLimits(limits),
-		sdktrace.WithResource(res),
-		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(*c.SampleRatio))),
-	)
-	otel.SetTracerProvider(tp)
-	return tp, tp.Shutdown, nil
+	opts = append(opts, sdktrace.WithSpanLimits(limits))
+	// With OTEL_TRACES_SAMPLER set, the SDK builds the sampler from the
+	// environment itself; the config's ratio is the fallback.
+	if strings.TrimSpace(os.Getenv("OTEL_TRACES_SAMPLER")) == "" {
+		opts = append(opts, sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(*c.SampleRatio))))
+	}
+	return sdktrace.NewTracerProvider(opts...)
 }

@@ -134,3 +134,68 @@ func TestSetupGRPC(t *testing.T) {
 		t.Errorf("flush span received %v with %d links, want 300 links", ok, n)
 	}
 }
+
+// TestSamplerFromEnvironment builds the provider as Setup does and checks
+// which spans each OTEL_TRACES_SAMPLER samples: a set variable wins over the
+// config's ratio, and the SDK's meaning of each value holds.
+func TestSamplerFromEnvironment(t *testing.T) {
+	remote := func(sampled bool) context.Context {
+		cfg := trace.SpanContextConfig{TraceID: trace.TraceID{1, 2, 3}, SpanID: trace.SpanID{4, 5}, Remote: true}
+		if sampled {
+			cfg.TraceFlags = trace.FlagsSampled
+		}
+		return trace.ContextWithRemoteSpanContext(context.Background(), trace.NewSpanContext(cfg))
+	}
+	type want struct{ root, sampledParent, unsampledParent bool }
+	for _, tc := range []struct {
+		sampler, arg string
+		ratio        float64
+		want         want
+	}{
+		{"", "", 1, want{true, true, false}},
+		{"", "", 0, want{false, true, false}},
+		{"always_on", "", 0, want{true, true, true}},
+		{"always_off", "", 1, want{false, false, false}},
+		{"traceidratio", "0", 1, want{false, false, false}},
+		{"traceidratio", "", 0, want{true, true, true}}, // the SDK's default argument is 1
+		{"parentbased_always_on", "", 0, want{true, true, false}},
+		{"parentbased_always_off", "", 1, want{false, true, false}},
+		{"parentbased_traceidratio", "0", 1, want{false, true, false}},
+		{"parentbased_traceidratio", "1", 0, want{true, true, false}},
+	} {
+		t.Run(tc.sampler+"="+tc.arg, func(t *testing.T) {
+			t.Setenv("OTEL_TRACES_SAMPLER", tc.sampler)
+			t.Setenv("OTEL_TRACES_SAMPLER_ARG", tc.arg)
+			ratio := tc.ratio
+			c := TracesConfig{SampleRatio: &ratio}
+			if err := c.Validate(func(k string) string {
+				return map[string]string{"OTEL_TRACES_SAMPLER": tc.sampler, "OTEL_TRACES_SAMPLER_ARG": tc.arg}[k]
+			}); err != nil {
+				t.Fatal(err)
+			}
+			tp := newTracerProvider(c)
+			defer func() { _ = tp.Shutdown(context.Background()) }()
+			tr := tp.Tracer("test")
+			sampled := func(ctx context.Context) bool {
+				_, s := tr.Start(ctx, "span")
+				defer s.End()
+				return s.SpanContext().IsSampled()
+			}
+			got := want{sampled(context.Background()), sampled(remote(true)), sampled(remote(false))}
+			if got != tc.want {
+				t.Errorf("root, sampled parent, unsampled parent sampled: %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+	for _, env := range []map[string]string{
+		{"OTEL_TRACES_SAMPLER": "jaeger_remote"},
+		{"OTEL_TRACES_SAMPLER": "traceidratio", "OTEL_TRACES_SAMPLER_ARG": "2"},
+		{"OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "half"},
+	} {
+		var c TracesConfig
+		err := c.Validate(envOf(env))
+		if err == nil || !strings.Contains(err.Error(), "OTEL_TRACES_SAMPLER") {
+			t.Errorf("%v: error %v, want it to name the variable", env, err)
+		}
+	}
+}

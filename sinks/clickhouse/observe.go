@@ -81,3 +81,10 @@ func (s *Sink) Failing() string {
 	}
 	return ""
 }
+
+// ErrorCode is the ClickHouse error code Err carries (from either
+// transport), 0 if none.
+func (e *InsertEvent) ErrorCode() int {
+	code, _ := errorCode(e.Err)
+	return code
+}
