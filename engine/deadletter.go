@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -47,11 +48,24 @@ func newDeadLetter(cfg Config) (*deadLetter, error) {
 // send produces r with the failure in its headers; done is called with the
 // produce result. franz-go retries retriable produce errors itself.
 func (d *deadLetter) send(ctx context.Context, r *kgo.Record, module, sha string, cause string, done func(error)) {
+	out := &kgo.Record{Topic: d.topic, Key: r.Key, Value: r.Value, Headers: deadLetterHeaders(r, module, sha, cause), Timestamp: r.Timestamp}
+	d.client.Produce(ctx, out, func(_ *kgo.Record, err error) { done(err) })
+}
+
+// HeaderTenantPrefix is put in front of a record's own header whose key
+// starts with "sluice." (in any case) in its dead-letter copy, so that a
+// tenant cannot pass off a header as sluice's: in the copy, every key
+// starting with "sluice." is one of the headers above or starts with
+// HeaderTenantPrefix.
+const HeaderTenantPrefix = "sluice.tenant."
+
+// deadLetterHeaders are the headers of r's dead-letter copy: sluice's
+// first, then the record's own, those in sluice's namespace renamed.
+func deadLetterHeaders(r *kgo.Record, module, sha, cause string) []kgo.RecordHeader {
 	if len(cause) > 4096 {
 		cause = cause[:4096]
 	}
 	headers := make([]kgo.RecordHeader, 0, len(r.Headers)+7)
-	headers = append(headers, r.Headers...)
 	headers = append(headers,
 		kgo.RecordHeader{Key: HeaderError, Value: []byte(cause)},
 		kgo.RecordHeader{Key: HeaderModule, Value: []byte(module)},
@@ -61,8 +75,13 @@ func (d *deadLetter) send(ctx context.Context, r *kgo.Record, module, sha string
 		kgo.RecordHeader{Key: HeaderOffset, Value: strconv.AppendInt(nil, r.Offset, 10)},
 		kgo.RecordHeader{Key: HeaderTimestamp, Value: strconv.AppendInt(nil, r.Timestamp.UnixMilli(), 10)},
 	)
-	out := &kgo.Record{Topic: d.topic, Key: r.Key, Value: r.Value, Headers: headers, Timestamp: r.Timestamp}
-	d.client.Produce(ctx, out, func(_ *kgo.Record, err error) { done(err) })
+	for _, h := range r.Headers {
+		if len(h.Key) >= len("sluice.") && strings.EqualFold(h.Key[:len("sluice.")], "sluice.") {
+			h.Key = HeaderTenantPrefix + h.Key
+		}
+		headers = append(headers, h)
+	}
+	return headers
 }
 
 func (d *deadLetter) close() {
