@@ -70,6 +70,52 @@ const maxLocals = 50000
 // same reason (a Go guest of 2 MB declares a few hundred thousand).
 const maxTotalLocals = 4 << 20
 
+// Limits bound a module's structure, so that what wazero spends compiling
+// and instantiating it is bounded whatever the binary (a few MB of deeply
+// nested blocks, a huge br_table or one huge function compile for minutes
+// otherwise). Rewrite refuses a module over them, naming the limit.
+type Limits struct {
+	// TableElements bounds the elements of all tables together: the
+	// declared minimums must fit, and each table's maximum is lowered so
+	// that the maximums sum to at most TableElements, which bounds
+	// table.grow (wazero keeps 8 bytes per element).
+	TableElements uint32
+	// Functions bounds the functions a module defines.
+	Functions int
+	// FunctionBytes bounds one function body (locals and code), in bytes.
+	FunctionBytes int
+	// Nesting bounds how deep blocks, loops and ifs nest in a function.
+	Nesting int
+	// BrTableTargets bounds the targets of one br_table.
+	BrTableTargets int
+	// FunctionCost and ModuleCost bound the estimated compile cost of one
+	// function and of all of them: a body byte costs 1, a br_table target
+	// BlockCost, and a block, loop or if BlockCost plus its depth/16
+	// (measured with wazero 1.12's compiler, a byte of straight-line code
+	// takes about 0.4 µs to compile, a br_table target about 10 µs, a block
+	// 16 µs at depth 256 and 30 µs at depth 1024).
+	FunctionCost, ModuleCost int64
+}
+
+// BlockCost is what a block, loop, if or br_table target adds to the
+// compile cost of Limits.FunctionCost and ModuleCost.
+const BlockCost = 40
+
+// DefaultLimits are the limits of Rewrite. A standard Go guest of 3 MB
+// (examples/log-normalize) has tables of 6,012 elements, 1,916 functions,
+// 1.8 MB of code, a largest body of 29 KB, blocks nested 549 deep, 57,417
+// blocks, br_tables of up to 895 targets and 64,481 in all: a cost of
+// about 7M, 0.1M for its costliest function.
+var DefaultLimits = Limits{
+	TableElements:  1 << 20,
+	Functions:      100_000,
+	FunctionBytes:  512 << 10,
+	Nesting:        1024,
+	BrTableTargets: 4096,
+	FunctionCost:   2_000_000,
+	ModuleCost:     32_000_000,
+}
+
 // Section ids.
 const (
 	secCustom   = 0
@@ -107,6 +153,17 @@ type Stats struct {
 	Entries    int  // function entries that got a check
 	MemoryGrow int  // memory.grow instructions redirected
 	Start      bool // the start section became the StartFunc export
+
+	// What the module has, against Limits.
+	TableElements    uint64 // the tables' declared minimums, summed
+	MaxFunctionBytes int
+	MaxNesting       int
+	MaxBrTable       int
+	Blocks           int   // blocks, loops and ifs
+	BrTableTargets   int   // of all br_tables
+	CodeBytes        int   // of all function bodies
+	Cost             int64 // estimated compile cost (see Limits.ModuleCost)
+	MaxFunctionCost  int64
 }
 
 // module is what Rewrite learns about the module before rewriting its code.
@@ -119,11 +176,23 @@ type module struct {
 	hasMemory       bool
 	start           uint32
 	hasStart        bool
+	tables          []table
 }
 
-// Rewrite returns the instrumented module. It fails on a binary it cannot
-// decode, or one that already exports a name it would add.
-func Rewrite(wasm []byte) ([]byte, Stats, error) {
+// table is a table the module defines.
+type table struct {
+	ref      byte
+	min, max uint32
+	hasMax   bool
+}
+
+// Rewrite returns the instrumented module, within DefaultLimits. It fails
+// on a binary it cannot decode, one over the limits, or one that already
+// exports a name it would add.
+func Rewrite(wasm []byte) ([]byte, Stats, error) { return RewriteWithLimits(wasm, DefaultLimits) }
+
+// RewriteWithLimits is Rewrite within lim.
+func RewriteWithLimits(wasm []byte, lim Limits) ([]byte, Stats, error) {
 	var st Stats
 	if len(wasm) < 8 || string(wasm[:4]) != "\x00asm" {
 		return nil, st, errors.New("not a WebAssembly binary")
@@ -149,6 +218,12 @@ func Rewrite(wasm []byte) ([]byte, Stats, error) {
 	if err != nil {
 		return nil, st, err
 	}
+	if len(m.funcTypes) > lim.Functions {
+		return nil, st, fmt.Errorf("the module defines %d functions; at most %d are allowed", len(m.funcTypes), lim.Functions)
+	}
+	if secs, err = capTables(secs, m, lim.TableElements, &st); err != nil {
+		return nil, st, err
+	}
 
 	g := m.importedGlobals + m.definedGlobals
 	interrupt, oom, budget := g, g+1, g+2
@@ -160,7 +235,7 @@ func Rewrite(wasm []byte) ([]byte, Stats, error) {
 		if s.id != secCode {
 			continue
 		}
-		body, err := rewriteCode(s.body, m, budget, slowFunc, growFunc, &st)
+		body, err := rewriteCode(s.body, m, budget, slowFunc, growFunc, lim, &st)
 		if err != nil {
 			return nil, st, err
 		}
@@ -246,6 +321,45 @@ func Rewrite(wasm []byte) ([]byte, Stats, error) {
 	return out, st, nil
 }
 
+// capTables refuses tables whose declared minimums sum to more than
+// limit elements and rewrites the table section so that each table's
+// maximum leaves the others their share: the maximums sum to at most
+// limit, and table.grow (which wazero refuses past a table's maximum)
+// cannot pass it.
+func capTables(secs []section, m *module, limit uint32, st *Stats) ([]section, error) {
+	if len(m.tables) == 0 {
+		return secs, nil
+	}
+	var mins uint64
+	for i, t := range m.tables {
+		if t.hasMax && t.max < t.min {
+			return nil, fmt.Errorf("table %d: maximum %d is below its minimum %d", i, t.max, t.min)
+		}
+		mins += uint64(t.min)
+	}
+	st.TableElements = mins
+	if mins > uint64(limit) {
+		return nil, fmt.Errorf("the module's tables declare %d elements at least; at most %d are allowed", mins, limit)
+	}
+	share := (uint64(limit) - mins) / uint64(len(m.tables))
+	body := appendU32(nil, uint32(len(m.tables)))
+	for _, t := range m.tables {
+		hi := uint64(t.min) + share
+		if t.hasMax && uint64(t.max) < hi {
+			hi = uint64(t.max)
+		}
+		body = append(body, t.ref, 0x01)
+		body = appendU32(body, t.min)
+		body = appendU32(body, uint32(max(hi, uint64(t.min))))
+	}
+	for i := range secs {
+		if secs[i].id == secTable {
+			secs[i].body = body
+		}
+	}
+	return secs, nil
+}
+
 // slowBody is $slow: trap if interrupted, else yield to the host and
 // refill the budget.
 func slowBody(interrupt, budget uint32, yield bool) []byte {
@@ -325,8 +439,7 @@ func scan(secs []section) (*module, []section, error) {
 					sr.u32()
 					m.importedFuncs++
 				case 0x01: // table
-					sr.refType()
-					sr.limits()
+					return nil, nil, errors.New("the module imports a table; a module must define its own")
 				case 0x02: // memory
 					sr.limits()
 					m.hasMemory = true
@@ -350,7 +463,25 @@ func scan(secs []section) (*module, []section, error) {
 			if sr.count() > 0 {
 				m.hasMemory = true
 			}
-		case secTable, secTag:
+		case secTable:
+			n := sr.count()
+			for i := uint32(0); i < n && sr.err == nil; i++ {
+				var t table
+				sr.refType()
+				if sr.err == nil {
+					t.ref = sr.b[sr.off-1]
+				}
+				switch flags := sr.byte(); flags {
+				case 0x00:
+					t.min = sr.u32()
+				case 0x01:
+					t.min, t.max, t.hasMax = sr.u32(), sr.u32(), true
+				default:
+					sr.fail(fmt.Sprintf("table limits flags %#x", flags))
+				}
+				m.tables = append(m.tables, t)
+			}
+		case secTag:
 			sr.count()
 		case secStart:
 			m.start, m.hasStart = sr.u32(), true
@@ -395,7 +526,7 @@ func scan(secs []section) (*module, []section, error) {
 			return nil, nil, fmt.Errorf("section %d: %w", s.id, sr.err)
 		}
 		switch s.id {
-		case secType, secImport, secFunction, secStart, secExport, secElement, secData, secDataCnt:
+		case secType, secImport, secFunction, secTable, secStart, secExport, secElement, secData, secDataCnt:
 			if sr.off != len(s.body) {
 				return nil, nil, fmt.Errorf("section %d: %d bytes after its content", s.id, len(s.body)-sr.off)
 			}
@@ -547,7 +678,7 @@ func countSeq(budget, slow uint32) []byte {
 }
 
 // rewriteCode rewrites every function body of a code section.
-func rewriteCode(sec []byte, m *module, budget, slowFunc, growFunc uint32, st *Stats) ([]byte, error) {
+func rewriteCode(sec []byte, m *module, budget, slowFunc, growFunc uint32, lim Limits, st *Stats) ([]byte, error) {
 	call := appendU32([]byte{0x10}, growFunc)
 	r := &reader{b: sec}
 	n := r.count()
@@ -567,6 +698,10 @@ func rewriteCode(sec []byte, m *module, budget, slowFunc, growFunc uint32, st *S
 		if r.err != nil {
 			return nil, fmt.Errorf("code section: function %d: %w", i, r.err)
 		}
+		if len(fb) > lim.FunctionBytes {
+			return nil, fmt.Errorf("code section: function %d has a body of %d bytes; at most %d are allowed", i, len(fb), lim.FunctionBytes)
+		}
+		st.MaxFunctionBytes = max(st.MaxFunctionBytes, len(fb))
 		fr := &reader{b: fb}
 		ndecl := fr.count()
 		var locals uint64
@@ -584,11 +719,26 @@ func rewriteCode(sec []byte, m *module, budget, slowFunc, growFunc uint32, st *S
 			return nil, fmt.Errorf("code section: more than %d locals in all", maxTotalLocals)
 		}
 		check := countSeq(budget, slowFunc)
-		res, err := rewriteBody(fb[fr.off:], check, call, code[:0])
+		res, err := rewriteBody(fb[fr.off:], check, call, code[:0], lim)
 		if err != nil {
 			return nil, fmt.Errorf("code section: function %d: %w", i, err)
 		}
 		code = res.code
+		st.MaxNesting = max(st.MaxNesting, res.nesting)
+		st.MaxBrTable = max(st.MaxBrTable, res.brTable)
+		st.Blocks += res.blocks
+		st.BrTableTargets += res.targets
+		st.CodeBytes += len(fb)
+		cost := int64(len(fb)) + BlockCost*int64(res.blocks+res.targets) + res.depthCost
+		if cost > lim.FunctionCost {
+			return nil, fmt.Errorf("code section: function %d would cost %d to compile (%d bytes, %d blocks, %d br_table targets); at most %d is allowed",
+				i, cost, len(fb), res.blocks, res.targets, lim.FunctionCost)
+		}
+		st.MaxFunctionCost = max(st.MaxFunctionCost, cost)
+		if st.Cost += cost; st.Cost > lim.ModuleCost {
+			return nil, fmt.Errorf("code section: the functions up to %d would cost more than %d to compile (%d bytes of code, %d blocks, %d br_table targets so far)",
+				i, lim.ModuleCost, st.CodeBytes, st.Blocks, st.BrTableTargets)
+		}
 		st.Functions++
 		st.Loops += res.loops
 		st.MemoryGrow += res.grows
@@ -608,26 +758,50 @@ func rewriteCode(sec []byte, m *module, budget, slowFunc, growFunc uint32, st *S
 }
 
 type bodyResult struct {
-	code         []byte
-	loops, grows int
-	calls        bool
+	code             []byte
+	loops, grows     int
+	calls            bool
+	nesting, brTable int   // the deepest nesting and the largest br_table
+	blocks, targets  int   // blocks, loops and ifs; br_table targets
+	depthCost        int64 // the blocks' depths/16, summed
 }
 
 // rewriteBody copies one function's instructions into out, adding a check
-// after each loop header and redirecting memory.grow.
-func rewriteBody(in, check, call, out []byte) (bodyResult, error) {
+// after each loop header and redirecting memory.grow, and checks the body
+// against lim.
+func rewriteBody(in, check, call, out []byte, lim Limits) (bodyResult, error) {
 	var res bodyResult
 	r := &reader{b: in}
+	depth := 0
 	for r.off < len(in) && r.err == nil {
 		start := r.off
 		op := r.byte()
 		switch {
-		case op == 0x03: // loop bt
-			r.blockType()
-			out = append(out, in[start:r.off]...)
-			out = append(out, check...)
-			res.loops++
-			continue
+		case op == 0x02 || op == 0x03 || op == 0x04: // block, loop, if
+			if depth++; depth > lim.Nesting {
+				return res, fmt.Errorf("at offset %d: blocks nest more than %d deep", start, lim.Nesting)
+			}
+			res.nesting = max(res.nesting, depth)
+			res.blocks++
+			res.depthCost += int64(depth / 16)
+			if op == 0x03 { // loop bt
+				r.blockType()
+				out = append(out, in[start:r.off]...)
+				out = append(out, check...)
+				res.loops++
+				continue
+			}
+		case op == 0x0B:
+			depth--
+		case op == 0x0E: // br_table: check its size before skipping it
+			save := r.off
+			n := r.count()
+			if r.err == nil && int64(n) > int64(lim.BrTableTargets) {
+				return res, fmt.Errorf("at offset %d: a br_table of %d targets; at most %d are allowed", start, n, lim.BrTableTargets)
+			}
+			res.brTable = max(res.brTable, int(n))
+			res.targets += int(n)
+			r.off = save
 		case op == 0x40: // memory.grow memidx
 			if m := r.u32(); m != 0 && r.err == nil {
 				return res, fmt.Errorf("memory.grow of memory %d at offset %d: only one memory is supported", m, start)

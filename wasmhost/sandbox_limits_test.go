@@ -1,0 +1,195 @@
+package wasmhost
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/wasmhost/internal/wasmtest"
+)
+
+// The modules of these tests are hand-assembled (wasmtest); each attacks
+// one of the host's limits with the worst input for it.
+
+func init() {
+	childScenarios["table-min"] = func(ctx context.Context) (string, error) {
+		// Eight tables declaring 2^27 elements each (wazero's largest):
+		// 8 GiB of host memory if instantiated, in a module of 100 bytes.
+		var tables []wasmtest.Table
+		for range 8 {
+			tables = append(tables, wasmtest.Table{Min: 1 << 27})
+		}
+		return loadChild(ctx, tableModule(tables...), Limits{MemoryBytes: 4 << 20})
+	}
+	childScenarios["table-max"] = func(ctx context.Context) (string, error) {
+		// A table whose declared maximum is huge, grown in a loop.
+		return growTableChild(ctx, wasmtest.Table{Min: 1, Max: 0xFFFFFFFF, HasMax: true})
+	}
+	childScenarios["table-grow"] = func(ctx context.Context) (string, error) {
+		// A table with no maximum, grown in a loop.
+		return growTableChild(ctx, wasmtest.Table{Min: 1})
+	}
+}
+
+// tableModule is a sluice module with the given tables and an export
+// "grow" that grows table 0 by 4096 elements at a time until it fails and
+// returns the table's size.
+func tableModule(tables ...wasmtest.Table) []byte {
+	grow := []byte{
+		0x03, 0x40, // loop
+		0xD0, 0x70, // ref.null func
+		0x41, 0x80, 0x20, // i32.const 4096
+		0xFC, 0x0F, 0x00, // table.grow 0
+		0x41, 0x7F, // i32.const -1
+		0x47,       // i32.ne
+		0x0D, 0x00, // br_if 0
+		0x0B,             // end
+		0xFC, 0x10, 0x00, // table.size 0
+		0x0B,
+	}
+	return wasmtest.Module{Version: 1, Transform: []byte{0x42, 0x00, 0x0B}, Tables: tables,
+		Extra: []wasmtest.Func{{Type: wasmtest.TypeI32, Body: grow, Export: "grow"}}}.Build()
+}
+
+func loadChild(ctx context.Context, wasm []byte, lim Limits) (string, error) {
+	r, err := NewRuntime(ctx, Config{Logger: quietLogger})
+	if err != nil {
+		return "", err
+	}
+	defer r.Close(ctx)
+	_, err = r.LoadWithLimits(ctx, "hostile", wasm, lim)
+	return fmt.Sprintf("load: %v", err), nil
+}
+
+func growTableChild(ctx context.Context, t wasmtest.Table) (string, error) {
+	r, err := NewRuntime(ctx, Config{Logger: quietLogger})
+	if err != nil {
+		return "", err
+	}
+	defer r.Close(ctx)
+	m, err := r.LoadWithLimits(ctx, "hostile", tableModule(t), Limits{MemoryBytes: 4 << 20, Deadline: time.Minute})
+	if err != nil {
+		return "", err
+	}
+	in, err := m.instantiate(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer in.Close(ctx)
+	n, err := in.call(ctx, in.mod.ExportedFunction("grow"), "grow")
+	return fmt.Sprintf("size %d, err %v", uint32(n), err), nil
+}
+
+// tableBoundMB is what a child running a 4 MiB module may reach: the test
+// binary (about 10 MB), its memory, the tables (MaxTableElements, twice
+// while table.grow copies) and slack.
+const tableBoundMB = 64
+
+func TestTableDeclaredTooLargeIsRefusedAtLoad(t *testing.T) {
+	res := mustRunChild(t, "table-min")
+	want := fmt.Sprintf("tables declare %d elements at least; at most %d are allowed", 8<<27, uint32(MaxTableElements))
+	if !strings.Contains(res.result, want) {
+		t.Errorf("load of a module declaring 8 tables of 2^27 elements: %s; want an error saying %q", res.result, want)
+	}
+	if res.peakMB > tableBoundMB {
+		t.Errorf("peak RSS %.0f MB, want at most %d MB", res.peakMB, tableBoundMB)
+	}
+	t.Logf("peak RSS %.0f MB: %s", res.peakMB, res.result)
+}
+
+func TestTableGrowIsBounded(t *testing.T) {
+	limit := uint32(MaxTableElements)
+	for _, name := range []string{"table-grow", "table-max"} {
+		t.Run(name, func(t *testing.T) {
+			res := mustRunChild(t, name)
+			// From 1 element by 4096 at a time, as far as the limit allows.
+			if want := fmt.Sprintf("size %d, err <nil>", 1+(limit-1)/4096*4096); res.result != want {
+				t.Errorf("growing the table until refused: %s, want %s", res.result, want)
+			}
+			if res.peakMB > tableBoundMB {
+				t.Errorf("peak RSS %.0f MB, want at most %d MB", res.peakMB, tableBoundMB)
+			}
+			t.Logf("peak RSS %.0f MB: %s", res.peakMB, res.result)
+		})
+	}
+}
+
+// nested is inner inside depth blocks.
+func nested(depth int, inner []byte) []byte {
+	var b []byte
+	for range depth {
+		b = append(b, 0x02, 0x40) // block
+	}
+	b = append(b, inner...)
+	for range depth {
+		b = append(b, 0x0B)
+	}
+	return b
+}
+
+// brTable is a br_table of n targets to the enclosing depth blocks.
+func brTable(n, depth int) []byte {
+	b := append([]byte{0x41, 0x00, 0x0E}, wasmtest.U32(uint32(n))...) // i32.const 0; br_table
+	for i := range n {
+		b = append(b, wasmtest.U32(uint32(i%depth))...)
+	}
+	return append(b, 0x00)
+}
+
+// funcs is a module with n functions of body code (without its end).
+func funcs(n int, code []byte) []byte {
+	f := wasmtest.Func{Type: wasmtest.TypeVoid, Body: append(append([]byte{}, code...), 0x0B)}
+	extra := make([]wasmtest.Func, n)
+	for i := range extra {
+		extra[i] = f
+	}
+	return wasmtest.Module{Version: 1, Transform: []byte{0x42, 0x00, 0x0B}, Extra: extra}.Build()
+}
+
+// Compile bombs: small binaries that wazero would compile for seconds to
+// minutes, or with gigabytes, are refused before compiling, quickly.
+func TestCompileBombsAreRefusedBeforeCompiling(t *testing.T) {
+	straight := make([]byte, 0, 600<<10)
+	for len(straight) < 600<<10 {
+		straight = append(straight, 0x41, 0x01, 0x1A) // i32.const 1; drop
+	}
+	for _, tc := range []struct {
+		name string
+		wasm []byte
+		want string
+	}{
+		{"deep nesting", funcs(1, nested(1025, nil)), "blocks nest more than 1024 deep"},
+		{"huge br_table", funcs(1, nested(64, brTable(4097, 64))), "a br_table of 4097 targets; at most 4096 are allowed"},
+		{"many functions", funcs(100_001, nil), "defines 100005 functions; at most 100000 are allowed"},
+		{"huge function", funcs(1, straight), "has a body of 614402 bytes; at most 524288 are allowed"},
+		{"costly function", funcs(1, nested(1000, bytes.Repeat(brTable(4096, 1000), 13))), "would cost 2"},
+		// Each function is within the limits, and costs 80,000: 20 s of
+		// compiling for 450 of them (1.4 MB) with wazero 1.12 here.
+		{"costly module", funcs(450, nested(1000, nil)), "would cost more than 32000000 to compile"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newTestRuntime(t, Config{})
+			done := make(chan error, 1)
+			start := time.Now()
+			go func() {
+				_, err := r.Load(context.Background(), "bomb", tc.wasm)
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				if err == nil || !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("Load of a %d-byte module: %v; want an error saying %q", len(tc.wasm), err, tc.want)
+				}
+				if took := time.Since(start); took > 5*time.Second {
+					t.Errorf("refused after %v", took)
+				}
+				t.Logf("%d bytes refused in %v: %v", len(tc.wasm), time.Since(start), err)
+			case <-time.After(20 * time.Second):
+				t.Fatalf("Load of a %d-byte module still running after 20s", len(tc.wasm))
+			}
+		})
+	}
+}
