@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -191,5 +193,83 @@ func TestCompileBombsAreRefusedBeforeCompiling(t *testing.T) {
 				t.Fatalf("Load of a %d-byte module still running after 20s", len(tc.wasm))
 			}
 		})
+	}
+}
+
+// floodModule's export "flood" makes one fd_write to stdout of iovecs
+// iovecs, each of the first bufLen bytes of memory, and returns its errno.
+// The iovecs lie after the buffer; memory is pages pages.
+func floodModule(pages, bufLen, iovecs uint32) []byte {
+	i32 := func(v uint32) []byte { return append([]byte{0x41}, wasmtest.S64(int64(int32(v)))...) }
+	var b []byte
+	b = append(b, 0x02, 0x40, 0x03, 0x40) // block; loop
+	b = append(b, 0x20, 0x00)             // local.get i
+	b = append(b, i32(iovecs)...)
+	b = append(b, 0x4F, 0x0D, 0x01)                         // i32.ge_u; br_if 1
+	b = append(b, 0x20, 0x00, 0x41, 0x03, 0x74)             // local.get i; i32.const 3; i32.shl
+	b = append(b, i32(bufLen)...)                           //
+	b = append(b, 0x6A)                                     // i32.add: the iovec's address
+	b = append(b, i32(bufLen)...)                           // its length
+	b = append(b, 0x36, 0x02, 0x04)                         // i32.store offset=4
+	b = append(b, 0x20, 0x00, 0x41, 0x01, 0x6A, 0x21, 0x00) // i++
+	b = append(b, 0x0C, 0x00, 0x0B, 0x0B)                   // br 0; end; end
+	b = append(b, 0x41, 0x01)                               // fd 1
+	b = append(b, i32(bufLen)...)                           // iovs
+	b = append(b, i32(iovecs)...)                           // iovs_len
+	b = append(b, 0x41, 0x10, 0x10, 0x00, 0x0B)             // nwritten at 16; call fd_write; end
+	return wasmtest.Module{Version: 1, MemoryPages: pages, Transform: []byte{0x42, 0x00, 0x0B},
+		Types:   [][]byte{wasmtest.FuncType([]byte{wasmtest.I32, wasmtest.I32, wasmtest.I32, wasmtest.I32}, []byte{wasmtest.I32})},
+		Imports: []wasmtest.Import{{Module: "wasi_snapshot_preview1", Name: "fd_write", Type: wasmtest.TypeExtra}},
+		Extra:   []wasmtest.Func{{Type: wasmtest.TypeI32, Locals: []byte{0x01, 0x01, wasmtest.I32}, Body: b, Export: "flood"}},
+	}.Build()
+}
+
+// countingHandler counts the bytes of the log lines it gets.
+type countingHandler struct{ bytes atomic.Int64 }
+
+func (h *countingHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *countingHandler) Handle(_ context.Context, r slog.Record) error {
+	h.bytes.Add(int64(len(r.Message)))
+	return nil
+}
+func (h *countingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *countingHandler) WithGroup(string) slog.Handler      { return h }
+
+// One fd_write of 393,216 iovecs over one 1 MiB buffer asks the host to
+// log 384 GiB; it must cost at most MaxStdioBytesPerCall and end well
+// within the deadline.
+func TestFdWriteIsBoundedPerCall(t *testing.T) {
+	h := &countingHandler{}
+	r := newTestRuntime(t, Config{Logger: slog.New(h)})
+	const pages, buf = 64, 1 << 20
+	m := loadBytes(t, r, "flood", floodModule(pages, buf, (pages<<16-buf)/8), Limits{MemoryBytes: pages << 16, Deadline: time.Second})
+	in, err := m.instantiate(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close(context.Background())
+	done := make(chan error, 1)
+	start := time.Now()
+	var errno uint64
+	go func() {
+		var err error
+		errno, err = in.call(context.Background(), in.mod.ExportedFunction("flood"), "flood")
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		took := time.Since(start)
+		if err != nil || errno == 0 {
+			t.Errorf("flood: errno %d, err %v; want a failed write (EIO) and a call that ends well", errno, err)
+		}
+		if took > 2*time.Second {
+			t.Errorf("flood took %v; the deadline is 1s", took)
+		}
+		if n := h.bytes.Load(); n > MaxStdioBytesPerCall {
+			t.Errorf("%d bytes logged, want at most %d", n, MaxStdioBytesPerCall)
+		}
+		t.Logf("flood: errno %d after %v, %d bytes logged", errno, took, h.bytes.Load())
+	case <-time.After(15 * time.Second):
+		t.Fatalf("flood still running after 15s; the deadline is 1s")
 	}
 }

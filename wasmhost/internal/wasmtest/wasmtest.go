@@ -108,7 +108,13 @@ type Module struct {
 	Extra           []Func // more functions, after the four ABI ones
 	Start           int    // 1 + the index into Extra of the start function; 0 for none
 	Tables          []Table
+	// Types are more function types (FuncType), after the ones every
+	// module declares: the first is type index TypeExtra.
+	Types [][]byte
 }
+
+// TypeExtra is the index of the first of Module.Types.
+const TypeExtra = 6
 
 // Table is a funcref table the module defines.
 type Table struct {
@@ -151,7 +157,7 @@ func (m Module) Build() []byte {
 	if pages == 0 {
 		pages = 1
 	}
-	secs := [][]byte{Section(1, Vec(sluiceTypes...))}
+	secs := [][]byte{Section(1, Vec(append(append([][]byte{}, sluiceTypes...), m.Types...)...))}
 	if len(imports) > 0 {
 		secs = append(secs, Section(2, Vec(imports...)))
 	}
