@@ -13,6 +13,7 @@ import (
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/sluicehq/sluice/wasmhost/internal/instrument"
@@ -155,7 +156,7 @@ func (m *Module) instantiate(ctx context.Context) (*Instance, error) {
 		WithNanosleep(in.nanosleep).
 		WithRandSource(guestRand{in}).
 		WithStdout(guestStdio{in, m.stdout}).WithStderr(guestStdio{in, m.stderr})
-	mod, err := m.sandbox.InstantiateModule(ctx, m.code, cfg)
+	mod, err := m.sandbox.InstantiateModule(experimental.WithMemoryAllocator(ctx, guestMemory), m.code, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("module %s: instantiate: %w", m.Name, err)
 	}

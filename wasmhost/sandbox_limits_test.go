@@ -273,3 +273,70 @@ func TestFdWriteIsBoundedPerCall(t *testing.T) {
 		t.Fatalf("flood still running after 15s; the deadline is 1s")
 	}
 }
+
+func init() {
+	childScenarios["stack-overflow"] = func(ctx context.Context) (string, error) {
+		// An export that calls itself until the stack runs out.
+		recurse := wasmtest.Func{Type: wasmtest.TypeVoid, Body: []byte{0x10, 0x04, 0x0B}, Export: "recurse"} // call 4 (itself)
+		wasm := wasmtest.Module{Version: 1, Transform: []byte{0x42, 0x00, 0x0B}, Extra: []wasmtest.Func{recurse}}.Build()
+		return callChild(ctx, wasm, Limits{MemoryBytes: 2 << 20}, "recurse")
+	}
+	childScenarios["memory-grow"] = func(ctx context.Context) (string, error) {
+		return callChild(ctx, growMemoryModule(), Limits{MemoryBytes: memoryGrowCap}, "grow")
+	}
+}
+
+const memoryGrowCap = 128 << 20
+
+// growMemoryModule's export "grow" grows memory a page at a time, filling
+// each new page, until a grow fails, and returns the memory's pages.
+func growMemoryModule() []byte {
+	grow := []byte{
+		0x02, 0x40, 0x03, 0x40, // block; loop
+		0x41, 0x01, 0x40, 0x00, // i32.const 1; memory.grow
+		0x22, 0x00, // local.tee 0
+		0x41, 0x7F, 0x46, 0x0D, 0x01, // i32.const -1; i32.eq; br_if 1
+		0x20, 0x00, 0x41, 0x10, 0x74, // local.get 0; i32.const 16; i32.shl
+		0x41, 0x01, 0x41, 0x80, 0x80, 0x04, // i32.const 1; i32.const 65536
+		0xFC, 0x0B, 0x00, // memory.fill: the whole new page
+		0x0C, 0x00, 0x0B, 0x0B, // br 0; end; end
+		0x3F, 0x00, 0x0B, // memory.size; end
+	}
+	return wasmtest.Module{Version: 1, Transform: []byte{0x42, 0x00, 0x0B},
+		Extra: []wasmtest.Func{{Type: wasmtest.TypeI32, Locals: []byte{0x01, 0x01, wasmtest.I32}, Body: grow, Export: "grow"}}}.Build()
+}
+
+// callChild loads wasm with lim and calls its export fn on a fresh
+// instance.
+func callChild(ctx context.Context, wasm []byte, lim Limits, fn string) (string, error) {
+	r, err := NewRuntime(ctx, Config{Logger: quietLogger})
+	if err != nil {
+		return "", err
+	}
+	defer r.Close(ctx)
+	m, err := r.LoadWithLimits(ctx, "hostile", wasm, lim)
+	if err != nil {
+		return "", err
+	}
+	in, err := m.instantiate(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer in.Close(ctx)
+	v, err := in.call(ctx, in.mod.ExportedFunction(fn), fn)
+	return fmt.Sprintf("%s = %d, err %v", fn, uint32(v), err), nil
+}
+
+// A guest growing its memory until refused, touching every page, costs
+// the host its cap, not a multiple of it.
+func TestMemoryGrowthCostsTheCap(t *testing.T) {
+	res := mustRunChild(t, "memory-grow")
+	if want := fmt.Sprintf("grow = %d, err <nil>", memoryGrowCap/wasmPage); res.result != want {
+		t.Errorf("grow until refused: %s, want %s", res.result, want)
+	}
+	// The test binary with a runtime and a module is about 15 MB.
+	if bound := float64(memoryGrowCap>>20) + 40; res.peakMB > bound {
+		t.Errorf("peak RSS %.0f MB for a %d MiB cap, want at most %.0f MB", res.peakMB, memoryGrowCap>>20, bound)
+	}
+	t.Logf("peak RSS %.0f MB for a %d MiB cap: %s", res.peakMB, memoryGrowCap>>20, res.result)
+}
