@@ -3,6 +3,7 @@ package wasmhost
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -339,4 +340,23 @@ func TestMemoryGrowthCostsTheCap(t *testing.T) {
 		t.Errorf("peak RSS %.0f MB for a %d MiB cap, want at most %.0f MB", res.peakMB, memoryGrowCap>>20, bound)
 	}
 	t.Logf("peak RSS %.0f MB for a %d MiB cap: %s", res.peakMB, memoryGrowCap>>20, res.result)
+}
+
+// A compile within the limits but long is stopped by its context, between
+// two functions.
+func TestCompileStopsWithItsContext(t *testing.T) {
+	wasm := funcs(350, nested(1000, nil)) // about 7 s of compiling here
+	r := newTestRuntime(t, Config{})
+	ctx, cancel := context.WithTimeoutCause(context.Background(), 300*time.Millisecond, errors.New("upload check timed out"))
+	defer cancel()
+	start := time.Now()
+	_, err := r.Load(ctx, "slow", wasm)
+	took := time.Since(start)
+	if err == nil || !strings.Contains(err.Error(), "compile: stopped: upload check timed out") {
+		t.Fatalf("Load: %v; want it stopped by its context", err)
+	}
+	if took > 3*time.Second {
+		t.Errorf("Load returned %v after its context ended", took-300*time.Millisecond)
+	}
+	t.Logf("stopped after %v: %v", took, err)
 }
