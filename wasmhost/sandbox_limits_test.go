@@ -21,11 +21,7 @@ func init() {
 	childScenarios["table-min"] = func(ctx context.Context) (string, error) {
 		// Eight tables declaring 2^27 elements each (wazero's largest):
 		// 8 GiB of host memory if instantiated, in a module of 100 bytes.
-		var tables []wasmtest.Table
-		for range 8 {
-			tables = append(tables, wasmtest.Table{Min: 1 << 27})
-		}
-		return loadChild(ctx, tableModule(tables...), Limits{MemoryBytes: 4 << 20})
+		return loadChild(ctx, wasmtest.TableBomb(), Limits{MemoryBytes: 4 << 20})
 	}
 	childScenarios["table-max"] = func(ctx context.Context) (string, error) {
 		// A table whose declared maximum is huge, grown in a loop.
@@ -35,26 +31,6 @@ func init() {
 		// A table with no maximum, grown in a loop.
 		return growTableChild(ctx, wasmtest.Table{Min: 1})
 	}
-}
-
-// tableModule is a sluice module with the given tables and an export
-// "grow" that grows table 0 by 4096 elements at a time until it fails and
-// returns the table's size.
-func tableModule(tables ...wasmtest.Table) []byte {
-	grow := []byte{
-		0x03, 0x40, // loop
-		0xD0, 0x70, // ref.null func
-		0x41, 0x80, 0x20, // i32.const 4096
-		0xFC, 0x0F, 0x00, // table.grow 0
-		0x41, 0x7F, // i32.const -1
-		0x47,       // i32.ne
-		0x0D, 0x00, // br_if 0
-		0x0B,             // end
-		0xFC, 0x10, 0x00, // table.size 0
-		0x0B,
-	}
-	return wasmtest.Module{Version: 1, Transform: []byte{0x42, 0x00, 0x0B}, Tables: tables,
-		Extra: []wasmtest.Func{{Type: wasmtest.TypeI32, Body: grow, Export: "grow"}}}.Build()
 }
 
 func loadChild(ctx context.Context, wasm []byte, lim Limits) (string, error) {
@@ -73,7 +49,7 @@ func growTableChild(ctx context.Context, t wasmtest.Table) (string, error) {
 		return "", err
 	}
 	defer r.Close(ctx)
-	m, err := r.LoadWithLimits(ctx, "hostile", tableModule(t), Limits{MemoryBytes: 4 << 20, Deadline: time.Minute})
+	m, err := r.LoadWithLimits(ctx, "hostile", wasmtest.TableGrow(t), Limits{MemoryBytes: 4 << 20, Deadline: time.Minute})
 	if err != nil {
 		return "", err
 	}
@@ -82,7 +58,7 @@ func growTableChild(ctx context.Context, t wasmtest.Table) (string, error) {
 		return "", err
 	}
 	defer in.Close(ctx)
-	n, err := in.call(ctx, in.mod.ExportedFunction("grow"), "grow")
+	n, err := in.call(ctx, in.mod.ExportedFunction("hostile"), "hostile")
 	return fmt.Sprintf("size %d, err %v", uint32(n), err), nil
 }
 
@@ -120,58 +96,23 @@ func TestTableGrowIsBounded(t *testing.T) {
 	}
 }
 
-// nested is inner inside depth blocks.
-func nested(depth int, inner []byte) []byte {
-	var b []byte
-	for range depth {
-		b = append(b, 0x02, 0x40) // block
-	}
-	b = append(b, inner...)
-	for range depth {
-		b = append(b, 0x0B)
-	}
-	return b
-}
-
-// brTable is a br_table of n targets to the enclosing depth blocks.
-func brTable(n, depth int) []byte {
-	b := append([]byte{0x41, 0x00, 0x0E}, wasmtest.U32(uint32(n))...) // i32.const 0; br_table
-	for i := range n {
-		b = append(b, wasmtest.U32(uint32(i%depth))...)
-	}
-	return append(b, 0x00)
-}
-
-// funcs is a module with n functions of body code (without its end).
-func funcs(n int, code []byte) []byte {
-	f := wasmtest.Func{Type: wasmtest.TypeVoid, Body: append(append([]byte{}, code...), 0x0B)}
-	extra := make([]wasmtest.Func, n)
-	for i := range extra {
-		extra[i] = f
-	}
-	return wasmtest.Module{Version: 1, Transform: []byte{0x42, 0x00, 0x0B}, Extra: extra}.Build()
-}
-
 // Compile bombs: small binaries that wazero would compile for seconds to
 // minutes, or with gigabytes, are refused before compiling, quickly.
 func TestCompileBombsAreRefusedBeforeCompiling(t *testing.T) {
-	straight := make([]byte, 0, 600<<10)
-	for len(straight) < 600<<10 {
-		straight = append(straight, 0x41, 0x01, 0x1A) // i32.const 1; drop
-	}
+	straight := wasmtest.StraightCode(600 << 10)
 	for _, tc := range []struct {
 		name string
 		wasm []byte
 		want string
 	}{
-		{"deep nesting", funcs(1, nested(1025, nil)), "blocks nest more than 1024 deep"},
-		{"huge br_table", funcs(1, nested(64, brTable(4097, 64))), "a br_table of 4097 targets; at most 4096 are allowed"},
-		{"many functions", funcs(100_001, nil), "defines 100005 functions; at most 100000 are allowed"},
-		{"huge function", funcs(1, straight), "has a body of 614402 bytes; at most 524288 are allowed"},
-		{"costly function", funcs(1, nested(1000, bytes.Repeat(brTable(4096, 1000), 13))), "would cost 2"},
+		{"deep nesting", wasmtest.Funcs(1, wasmtest.Nested(1025, nil)), "blocks nest more than 1024 deep"},
+		{"huge br_table", wasmtest.Funcs(1, wasmtest.Nested(64, wasmtest.BrTable(4097, 64))), "a br_table of 4097 targets; at most 4096 are allowed"},
+		{"many functions", wasmtest.Funcs(100_001, nil), "defines 100005 functions; at most 100000 are allowed"},
+		{"huge function", wasmtest.Funcs(1, straight), "has a body of 614402 bytes; at most 524288 are allowed"},
+		{"costly function", wasmtest.Funcs(1, wasmtest.Nested(1000, bytes.Repeat(wasmtest.BrTable(4096, 1000), 13))), "would cost 2"},
 		// Each function is within the limits, and costs 80,000: 20 s of
 		// compiling for 450 of them (1.4 MB) with wazero 1.12 here.
-		{"costly module", funcs(450, nested(1000, nil)), "would cost more than 32000000 to compile"},
+		{"costly module", wasmtest.Funcs(450, wasmtest.Nested(1000, nil)), "would cost more than 32000000 to compile"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newTestRuntime(t, Config{})
@@ -197,34 +138,6 @@ func TestCompileBombsAreRefusedBeforeCompiling(t *testing.T) {
 	}
 }
 
-// floodModule's export "flood" makes one fd_write to stdout of iovecs
-// iovecs, each of the first bufLen bytes of memory, and returns its errno.
-// The iovecs lie after the buffer; memory is pages pages.
-func floodModule(pages, bufLen, iovecs uint32) []byte {
-	i32 := func(v uint32) []byte { return append([]byte{0x41}, wasmtest.S64(int64(int32(v)))...) }
-	var b []byte
-	b = append(b, 0x02, 0x40, 0x03, 0x40) // block; loop
-	b = append(b, 0x20, 0x00)             // local.get i
-	b = append(b, i32(iovecs)...)
-	b = append(b, 0x4F, 0x0D, 0x01)                         // i32.ge_u; br_if 1
-	b = append(b, 0x20, 0x00, 0x41, 0x03, 0x74)             // local.get i; i32.const 3; i32.shl
-	b = append(b, i32(bufLen)...)                           //
-	b = append(b, 0x6A)                                     // i32.add: the iovec's address
-	b = append(b, i32(bufLen)...)                           // its length
-	b = append(b, 0x36, 0x02, 0x04)                         // i32.store offset=4
-	b = append(b, 0x20, 0x00, 0x41, 0x01, 0x6A, 0x21, 0x00) // i++
-	b = append(b, 0x0C, 0x00, 0x0B, 0x0B)                   // br 0; end; end
-	b = append(b, 0x41, 0x01)                               // fd 1
-	b = append(b, i32(bufLen)...)                           // iovs
-	b = append(b, i32(iovecs)...)                           // iovs_len
-	b = append(b, 0x41, 0x10, 0x10, 0x00, 0x0B)             // nwritten at 16; call fd_write; end
-	return wasmtest.Module{Version: 1, MemoryPages: pages, Transform: []byte{0x42, 0x00, 0x0B},
-		Types:   [][]byte{wasmtest.FuncType([]byte{wasmtest.I32, wasmtest.I32, wasmtest.I32, wasmtest.I32}, []byte{wasmtest.I32})},
-		Imports: []wasmtest.Import{{Module: "wasi_snapshot_preview1", Name: "fd_write", Type: wasmtest.TypeExtra}},
-		Extra:   []wasmtest.Func{{Type: wasmtest.TypeI32, Locals: []byte{0x01, 0x01, wasmtest.I32}, Body: b, Export: "flood"}},
-	}.Build()
-}
-
 // countingHandler counts the bytes of the log lines it gets.
 type countingHandler struct{ bytes atomic.Int64 }
 
@@ -243,7 +156,7 @@ func TestFdWriteIsBoundedPerCall(t *testing.T) {
 	h := &countingHandler{}
 	r := newTestRuntime(t, Config{Logger: slog.New(h)})
 	const pages, buf = 64, 1 << 20
-	m := loadBytes(t, r, "flood", floodModule(pages, buf, (pages<<16-buf)/8), Limits{MemoryBytes: pages << 16, Deadline: time.Second})
+	m := loadBytes(t, r, "flood", wasmtest.StdoutFlood(pages, buf, (pages<<16-buf)/8), Limits{MemoryBytes: pages << 16, Deadline: time.Second})
 	in, err := m.instantiate(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -254,7 +167,7 @@ func TestFdWriteIsBoundedPerCall(t *testing.T) {
 	var errno uint64
 	go func() {
 		var err error
-		errno, err = in.call(context.Background(), in.mod.ExportedFunction("flood"), "flood")
+		errno, err = in.call(context.Background(), in.mod.ExportedFunction("hostile"), "hostile")
 		done <- err
 	}()
 	select {
@@ -278,34 +191,14 @@ func TestFdWriteIsBoundedPerCall(t *testing.T) {
 func init() {
 	childScenarios["stack-overflow"] = func(ctx context.Context) (string, error) {
 		// An export that calls itself until the stack runs out.
-		recurse := wasmtest.Func{Type: wasmtest.TypeVoid, Body: []byte{0x10, 0x04, 0x0B}, Export: "recurse"} // call 4 (itself)
-		wasm := wasmtest.Module{Version: 1, Transform: []byte{0x42, 0x00, 0x0B}, Extra: []wasmtest.Func{recurse}}.Build()
-		return callChild(ctx, wasm, Limits{MemoryBytes: 2 << 20}, "recurse")
+		return callChild(ctx, wasmtest.StackOverflow(), Limits{MemoryBytes: 2 << 20}, "hostile")
 	}
 	childScenarios["memory-grow"] = func(ctx context.Context) (string, error) {
-		return callChild(ctx, growMemoryModule(), Limits{MemoryBytes: memoryGrowCap}, "grow")
+		return callChild(ctx, wasmtest.MemoryGrow(), Limits{MemoryBytes: memoryGrowCap}, "hostile")
 	}
 }
 
 const memoryGrowCap = 128 << 20
-
-// growMemoryModule's export "grow" grows memory a page at a time, filling
-// each new page, until a grow fails, and returns the memory's pages.
-func growMemoryModule() []byte {
-	grow := []byte{
-		0x02, 0x40, 0x03, 0x40, // block; loop
-		0x41, 0x01, 0x40, 0x00, // i32.const 1; memory.grow
-		0x22, 0x00, // local.tee 0
-		0x41, 0x7F, 0x46, 0x0D, 0x01, // i32.const -1; i32.eq; br_if 1
-		0x20, 0x00, 0x41, 0x10, 0x74, // local.get 0; i32.const 16; i32.shl
-		0x41, 0x01, 0x41, 0x80, 0x80, 0x04, // i32.const 1; i32.const 65536
-		0xFC, 0x0B, 0x00, // memory.fill: the whole new page
-		0x0C, 0x00, 0x0B, 0x0B, // br 0; end; end
-		0x3F, 0x00, 0x0B, // memory.size; end
-	}
-	return wasmtest.Module{Version: 1, Transform: []byte{0x42, 0x00, 0x0B},
-		Extra: []wasmtest.Func{{Type: wasmtest.TypeI32, Locals: []byte{0x01, 0x01, wasmtest.I32}, Body: grow, Export: "grow"}}}.Build()
-}
 
 // callChild loads wasm with lim and calls its export fn on a fresh
 // instance.
@@ -332,7 +225,7 @@ func callChild(ctx context.Context, wasm []byte, lim Limits, fn string) (string,
 // the host its cap, not a multiple of it.
 func TestMemoryGrowthCostsTheCap(t *testing.T) {
 	res := mustRunChild(t, "memory-grow")
-	if want := fmt.Sprintf("grow = %d, err <nil>", memoryGrowCap/wasmPage); res.result != want {
+	if want := fmt.Sprintf("hostile = %d, err <nil>", memoryGrowCap/wasmPage); res.result != want {
 		t.Errorf("grow until refused: %s, want %s", res.result, want)
 	}
 	// The test binary with a runtime and a module is about 15 MB.
@@ -345,7 +238,7 @@ func TestMemoryGrowthCostsTheCap(t *testing.T) {
 // A compile within the limits but long is stopped by its context, between
 // two functions.
 func TestCompileStopsWithItsContext(t *testing.T) {
-	wasm := funcs(350, nested(1000, nil)) // about 7 s of compiling here
+	wasm := wasmtest.Funcs(350, wasmtest.Nested(1000, nil)) // about 7 s of compiling here
 	r := newTestRuntime(t, Config{})
 	ctx, cancel := context.WithTimeoutCause(context.Background(), 300*time.Millisecond, errors.New("upload check timed out"))
 	defer cancel()
