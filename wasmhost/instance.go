@@ -30,8 +30,11 @@ type Instance struct {
 	stack                                   []uint64
 
 	// oom is set by the instrumented memory.grow when a grow fails.
-	oom   api.Global
-	watch callWatch
+	oom api.Global
+	// stackHit is set by the instrumentation when the call stack passes
+	// its bound.
+	stackHit api.Global
+	watch    callWatch
 	// failed is the TrapError that ended the instance; later calls return it.
 	failed error
 
@@ -183,6 +186,7 @@ func (m *Module) instantiate(ctx context.Context) (*Instance, error) {
 			return fail(fmt.Errorf("module %s: the instrumentation's budget global is missing", m.Name))
 		}
 		in.oom = mod.ExportedGlobal(instrument.OOMGlobal)
+		in.stackHit = mod.ExportedGlobal(instrument.StackGlobal)
 		r.watchdog.add(&in.watch)
 	}
 	for _, start := range []string{instrument.StartFunc, "_initialize"} {
@@ -241,6 +245,9 @@ func (in *Instance) classify(ctx context.Context, err error, what string, fired 
 		// set only if the call failed, and the instance is not called again.
 		return &TrapError{Module: name, Limit: LimitMemory, Err: fmt.Errorf("%s: %w: a memory.grow past %s failed, then: %w",
 			what, ErrMemoryLimit, formatBytes(in.lim.MemoryBytes), cause)}
+	case in.stackHit != nil && in.stackHit.Get() != 0:
+		return &TrapError{Module: name, Limit: LimitStack, Err: fmt.Errorf("%s: %w: more than %d calls deep (or fewer, of large frames)",
+			what, ErrStackLimit, structureLimits.StackUnits)}
 	case fired == causeDeadline:
 		return &TrapError{Module: name, Limit: LimitDeadline, Err: fmt.Errorf("%s: %w: still running after %v (interrupted; the call took %v)",
 			what, ErrDeadline, in.lim.Deadline, in.watch.elapsed().Round(time.Millisecond))}

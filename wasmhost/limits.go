@@ -121,6 +121,7 @@ const (
 	LimitDeadline    Limit = "deadline"
 	LimitOutputRows  Limit = "output_rows"
 	LimitOutputBytes Limit = "output_bytes"
+	LimitStack       Limit = "stack"
 )
 
 // Sentinel errors, wrapped by TrapError.Err so that errors.Is tells the
@@ -131,6 +132,9 @@ var (
 	// ErrMemoryLimit: the instance failed after its memory reached
 	// Limits.MemoryBytes.
 	ErrMemoryLimit = errors.New("memory limit reached")
+	// ErrStackLimit: the call stack grew past its bound (see
+	// docs/tenancy.md): a recursion too deep.
+	ErrStackLimit = errors.New("call stack limit reached")
 	// ErrOutputLimit: a batch's output broke Limits.MaxRowsPerRecord or
 	// Limits.MaxOutputBytes.
 	ErrOutputLimit = errors.New("output limit exceeded")

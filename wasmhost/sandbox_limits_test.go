@@ -253,3 +253,16 @@ func TestCompileStopsWithItsContext(t *testing.T) {
 	}
 	t.Logf("stopped after %v: %v", took, err)
 }
+
+// A module that recurses without end traps on the stack limit with a
+// host call stack of a few MB, not wazero's 50 MB ceiling doubled.
+func TestStackOverflowIsBounded(t *testing.T) {
+	res := mustRunChild(t, "stack-overflow")
+	if !strings.Contains(res.result, "call stack limit reached") {
+		t.Errorf("endless recursion: %s; want the stack limit", res.result)
+	}
+	if res.peakMB > 40 {
+		t.Errorf("peak RSS %.0f MB under a 2 MiB cap, want at most 40 MB", res.peakMB)
+	}
+	t.Logf("peak RSS %.0f MB: %s", res.peakMB, res.result)
+}

@@ -50,8 +50,11 @@ import (
 // The names under which the rewrite exports what it adds.
 const (
 	InterruptGlobal = "__sluice_interrupt"
-	BudgetGlobal    = "__sluice_budget"
-	OOMGlobal       = "__sluice_oom"
+	// StackGlobal is set to 1 when the guest traps for passing
+	// Limits.StackUnits.
+	StackGlobal  = "__sluice_stack"
+	BudgetGlobal = "__sluice_budget"
+	OOMGlobal    = "__sluice_oom"
 	// StartFunc is the export that replaces a start section, so that the
 	// host runs the start function under a deadline instead of inside
 	// instantiation, where nothing can interrupt it.
@@ -95,6 +98,11 @@ type Limits struct {
 	// takes about 0.4 µs to compile, a br_table target about 10 µs, a block
 	// 16 µs at depth 256 and 30 µs at depth 1024).
 	FunctionCost, ModuleCost int64
+	// StackUnits bounds the call stack: a function that makes calls adds
+	// its frame's weight (1 + its params and locals/4 + its body bytes/4096,
+	// in units of about 64 bytes of wazero's stack) while it runs, and a
+	// call that would pass StackUnits traps (setting StackGlobal).
+	StackUnits uint32
 }
 
 // BlockCost is what a block, loop, if or br_table target adds to the
@@ -114,6 +122,7 @@ var DefaultLimits = Limits{
 	BrTableTargets: 4096,
 	FunctionCost:   2_000_000,
 	ModuleCost:     32_000_000,
+	StackUnits:     1 << 16,
 }
 
 // Section ids.
@@ -164,11 +173,14 @@ type Stats struct {
 	CodeBytes        int   // of all function bodies
 	Cost             int64 // estimated compile cost (see Limits.ModuleCost)
 	MaxFunctionCost  int64
+
+	blockTypes [][]byte // result types of the multi-value depth blocks, as added types
 }
 
 // module is what Rewrite learns about the module before rewriting its code.
 type module struct {
 	params          []uint32 // parameter count of each type
+	results         [][]byte // result types of each type
 	funcTypes       []uint32 // type index of each defined function
 	importedFuncs   uint32
 	importedGlobals uint32
@@ -226,7 +238,7 @@ func RewriteWithLimits(wasm []byte, lim Limits) ([]byte, Stats, error) {
 	}
 
 	g := m.importedGlobals + m.definedGlobals
-	interrupt, oom, budget := g, g+1, g+2
+	interrupt, oom, budget, depth, stackHit := g, g+1, g+2, g+3, g+4
 	nfuncs := m.importedFuncs + uint32(len(m.funcTypes))
 	slowFunc, growFunc := nfuncs, nfuncs+1
 	typeVoid, typeGrow := uint32(len(m.params)), uint32(len(m.params))+1
@@ -235,7 +247,8 @@ func RewriteWithLimits(wasm []byte, lim Limits) ([]byte, Stats, error) {
 		if s.id != secCode {
 			continue
 		}
-		body, err := rewriteCode(s.body, m, budget, slowFunc, growFunc, lim, &st)
+		body, err := rewriteCode(s.body, m, codeIndices{budget: budget, slow: slowFunc, grow: growFunc, depth: depth, stackHit: stackHit,
+			firstBlockType: typeVoid + 2}, lim, &st)
 		if err != nil {
 			return nil, st, err
 		}
@@ -261,15 +274,17 @@ func RewriteWithLimits(wasm []byte, lim Limits) ([]byte, Stats, error) {
 			out = append(out, 0x7F, 0x01, 0x41, 0x00, 0x0B) // $oom (mut i32) 0
 			out = append(out, 0x7F, 0x01, 0x41)             // $budget (mut i32) Budget
 			out = appendS32(out, Budget)
-			return append(out, 0x0B)
-		}, 3)
+			out = append(out, 0x0B)
+			out = append(out, 0x7F, 0x01, 0x41, 0x00, 0x0B)  // $depth (mut i32) 0
+			return append(out, 0x7F, 0x01, 0x41, 0x00, 0x0B) // $stackHit (mut i32) 0
+		}, 5)
 	})
 	secs = edit(secs, secExport, func(b []byte) []byte {
 		return appendVec(b, func(out []byte) []byte {
 			for _, e := range []struct {
 				name string
 				idx  uint32
-			}{{InterruptGlobal, interrupt}, {OOMGlobal, oom}, {BudgetGlobal, budget}} {
+			}{{InterruptGlobal, interrupt}, {OOMGlobal, oom}, {BudgetGlobal, budget}, {StackGlobal, stackHit}} {
 				out = appendName(out, e.name)
 				out = append(out, 0x03)
 				out = appendU32(out, e.idx)
@@ -280,13 +295,19 @@ func RewriteWithLimits(wasm []byte, lim Limits) ([]byte, Stats, error) {
 				out = appendU32(out, m.start)
 			}
 			return out
-		}, 3+boolCount(m.hasStart))
+		}, 4+boolCount(m.hasStart))
 	})
 	secs = edit(secs, secType, func(b []byte) []byte {
 		return appendVec(b, func(out []byte) []byte {
-			out = append(out, 0x60, 0x00, 0x00)              // () -> ()
-			return append(out, 0x60, 0x01, 0x7F, 0x01, 0x7F) // (i32) -> i32
-		}, 2)
+			out = append(out, 0x60, 0x00, 0x00)             // () -> ()
+			out = append(out, 0x60, 0x01, 0x7F, 0x01, 0x7F) // (i32) -> i32
+			for _, res := range st.blockTypes {             // () -> results, for the depth blocks
+				out = append(out, 0x60, 0x00)
+				out = appendU32(out, uint32(len(res)))
+				out = append(out, res...)
+			}
+			return out
+		}, 2+uint32(len(st.blockTypes)))
 	})
 	nadd := uint32(1)
 	if m.hasMemory {
@@ -418,16 +439,21 @@ func scan(secs []section) (*module, []section, error) {
 					sr.fail(fmt.Sprintf("function type form %#x", f))
 				}
 				var params uint32
+				var results []byte
 				for k := range 2 { // params, results
 					c := sr.count()
 					for j := uint32(0); j < c && sr.err == nil; j++ {
 						sr.valType()
+						if k == 1 && sr.err == nil {
+							results = append(results, sr.b[sr.off-1])
+						}
 					}
 					if k == 0 {
 						params = c
 					}
 				}
 				m.params = append(m.params, params)
+				m.results = append(m.results, results)
 			}
 		case secImport:
 			n := sr.count()
@@ -492,7 +518,7 @@ func scan(secs []section) (*module, []section, error) {
 			for i := uint32(0); i < n && sr.err == nil; i++ {
 				name := sr.name()
 				switch name {
-				case InterruptGlobal, OOMGlobal, BudgetGlobal, StartFunc:
+				case InterruptGlobal, OOMGlobal, BudgetGlobal, StackGlobal, StartFunc:
 					return nil, nil, fmt.Errorf("the module already exports %s", name)
 				}
 				sr.byte()
@@ -678,8 +704,42 @@ func countSeq(budget, slow uint32) []byte {
 }
 
 // rewriteCode rewrites every function body of a code section.
-func rewriteCode(sec []byte, m *module, budget, slowFunc, growFunc uint32, lim Limits, st *Stats) ([]byte, error) {
-	call := appendU32([]byte{0x10}, growFunc)
+// codeIndices are what rewriteCode adds calls and checks to.
+type codeIndices struct {
+	budget, slow, grow, depth, stackHit uint32 // global and function indices
+	firstBlockType                      uint32 // type index of Stats.blockTypes[0]
+}
+
+// depthEntry adds w to $depth and traps if it passes limit.
+func depthEntry(c codeIndices, w, limit uint32) []byte {
+	b := []byte{0x23}
+	b = appendU32(b, c.depth)
+	b = append(b, 0x41)
+	b = appendS32(b, int32(w))
+	b = append(b, 0x6A, 0x24) // i32.add; global.set
+	b = appendU32(b, c.depth)
+	b = append(b, 0x23)
+	b = appendU32(b, c.depth)
+	b = append(b, 0x41)
+	b = appendS32(b, int32(limit))
+	b = append(b, 0x4B, 0x04, 0x40, 0x41, 0x01, 0x24) // i32.gt_u; if; i32.const 1; global.set $stackHit
+	b = appendU32(b, c.stackHit)
+	return append(b, 0x00, 0x0B) // unreachable; end
+}
+
+// depthExit takes w from $depth.
+func depthExit(c codeIndices, w uint32) []byte {
+	b := []byte{0x23}
+	b = appendU32(b, c.depth)
+	b = append(b, 0x41)
+	b = appendS32(b, int32(w))
+	b = append(b, 0x6B, 0x24) // i32.sub; global.set
+	return appendU32(b, c.depth)
+}
+
+func rewriteCode(sec []byte, m *module, c codeIndices, lim Limits, st *Stats) ([]byte, error) {
+	budget, slowFunc := c.budget, c.slow
+	call := appendU32([]byte{0x10}, c.grow)
 	r := &reader{b: sec}
 	n := r.count()
 	if r.err != nil {
@@ -719,9 +779,21 @@ func rewriteCode(sec []byte, m *module, budget, slowFunc, growFunc uint32, lim L
 			return nil, fmt.Errorf("code section: more than %d locals in all", maxTotalLocals)
 		}
 		check := countSeq(budget, slowFunc)
-		res, err := rewriteBody(fb[fr.off:], check, call, code[:0], lim)
+		res, err := rewriteBody(fb[fr.off:], check, call, nil, code[:0], lim)
 		if err != nil {
 			return nil, fmt.Errorf("code section: function %d: %w", i, err)
+		}
+		var w uint32
+		if res.calls {
+			// A function that makes calls counts its frame in $depth while
+			// it runs: on entry, and back before each return and after a
+			// block around its body that every other exit (the end, a
+			// branch to the function's label) leaves.
+			typ := m.funcTypes[i]
+			w = uint32(1 + (uint64(m.params[typ])+locals)/4 + uint64(len(fb))/4096)
+			if res, err = rewriteBody(fb[fr.off:], check, call, depthExit(c, w), code[:0], lim); err != nil {
+				return nil, fmt.Errorf("code section: function %d: %w", i, err)
+			}
 		}
 		code = res.code
 		st.MaxNesting = max(st.MaxNesting, res.nesting)
@@ -746,8 +818,18 @@ func rewriteCode(sec []byte, m *module, budget, slowFunc, growFunc uint32, lim L
 		if res.calls {
 			body = append(body, check...)
 			st.Entries++
+			if len(code) == 0 || code[len(code)-1] != 0x0B {
+				return nil, fmt.Errorf("code section: function %d does not end with end", i)
+			}
+			body = append(body, depthEntry(c, w, lim.StackUnits)...)
+			body = append(body, 0x02)
+			body = appendBlockType(body, m.results[m.funcTypes[i]], c.firstBlockType, st)
+			body = append(body, code...) // its end closes the block
+			body = append(body, depthExit(c, w)...)
+			body = append(body, 0x0B)
+		} else {
+			body = append(body, code...)
 		}
-		body = append(body, code...)
 		out = appendU32(out, uint32(len(body)))
 		out = append(out, body...)
 	}
@@ -766,10 +848,32 @@ type bodyResult struct {
 	depthCost        int64 // the blocks' depths/16, summed
 }
 
+// appendBlockType appends the block type of a block with the given
+// results: empty, one value type, or a type index (s33) of an added type.
+func appendBlockType(b, results []byte, first uint32, st *Stats) []byte {
+	switch len(results) {
+	case 0:
+		return append(b, 0x40)
+	case 1:
+		return append(b, results[0])
+	}
+	k := -1
+	for j, r := range st.blockTypes {
+		if string(r) == string(results) {
+			k = j
+		}
+	}
+	if k < 0 {
+		k = len(st.blockTypes)
+		st.blockTypes = append(st.blockTypes, results)
+	}
+	return appendS32(b, int32(first)+int32(k))
+}
+
 // rewriteBody copies one function's instructions into out, adding a check
-// after each loop header and redirecting memory.grow, and checks the body
-// against lim.
-func rewriteBody(in, check, call, out []byte, lim Limits) (bodyResult, error) {
+// after each loop header, redirecting memory.grow and, if beforeReturn is
+// not nil, putting it before each return; it checks the body against lim.
+func rewriteBody(in, check, call, beforeReturn, out []byte, lim Limits) (bodyResult, error) {
 	var res bodyResult
 	r := &reader{b: in}
 	depth := 0
@@ -793,6 +897,8 @@ func rewriteBody(in, check, call, out []byte, lim Limits) (bodyResult, error) {
 			}
 		case op == 0x0B:
 			depth--
+		case op == 0x0F && beforeReturn != nil: // return
+			out = append(out, beforeReturn...)
 		case op == 0x0E: // br_table: check its size before skipping it
 			save := r.off
 			n := r.count()
