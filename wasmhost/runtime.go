@@ -230,6 +230,20 @@ func (r *Runtime) LoadWithLimits(ctx context.Context, name string, wasm []byte, 
 	}
 	// Two workers: wazero's compiler looks at ctx only between the
 	// functions its workers take, and with one worker never.
+	var cached map[string]bool
+	if r.cfg.CacheDir != "" {
+		mu := cacheLock(r.cfg.CacheDir)
+		mu.Lock()
+		cached, _ = cacheFiles(r.cfg.CacheDir)
+		defer func() {
+			if cached != nil {
+				if err := recordCacheFiles(r.cfg.CacheDir, key.sha256, cached); err != nil {
+					r.log.Warn("recording the compilation cache's files", "module", name, "err", err)
+				}
+			}
+			mu.Unlock()
+		}()
+	}
 	code, err := sb.CompileModule(experimental.WithCompilationWorkers(ctx, 2), bin)
 	if err != nil {
 		if cerr := context.Cause(ctx); cerr != nil {
