@@ -7,6 +7,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -244,4 +246,47 @@ func TestAPIBodyMemoryIsBounded(t *testing.T) {
 		t.Errorf("%d bytes still held after the requests ended", got)
 	}
 	expectStatus(t, "upload after", api.upload(acmeToken, "acme", "metrics", append(fakeWasm("b"), make([]byte, 40<<10)...)), http.StatusCreated)
+}
+
+// fakeCacheEntry makes a compiled-code file for sha in a compilation cache
+// dir and records it in the cache's index as wasmhost does, returning its
+// path.
+func fakeCacheEntry(t *testing.T, dir, sha string) string {
+	t.Helper()
+	f := filepath.Join(dir, "wazero-test", sha+".bin")
+	if err := os.MkdirAll(filepath.Dir(f), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(f, []byte("code"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "sluice-modules"), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "sluice-modules", sha), []byte("wazero-test/"+sha+".bin\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// The compiled code of modules the store does not hold is pruned from the
+// engine's compilation cache: at start, and after a delete.
+func TestAPIPrunesTheCompilationCache(t *testing.T) {
+	cache := t.TempDir()
+	gone := fakeCacheEntry(t, cache, strings.Repeat("ab", 32)) // compiled once, never stored
+	api := newTestAPI(t, func(o *ServerOptions) { o.CacheDir = cache })
+	if _, err := os.Stat(gone); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the code of a module the store does not hold survived the start: %v", err)
+	}
+	expectStatus(t, "upload a", api.upload(acmeToken, "acme", "logs", fakeWasm("a")), http.StatusCreated)
+	expectStatus(t, "upload b", api.upload(acmeToken, "acme", "logs", fakeWasm("b")), http.StatusCreated)
+	a := fakeCacheEntry(t, cache, shaOf(fakeWasm("a")))
+	b := fakeCacheEntry(t, cache, shaOf(fakeWasm("b")))
+	expectStatus(t, "delete a", api.do("DELETE", logsModules+"/"+shaOf(fakeWasm("a")), acmeToken, nil), http.StatusNoContent)
+	if _, err := os.Stat(a); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the deleted module's code is still cached: %v", err)
+	}
+	if _, err := os.Stat(b); err != nil {
+		t.Errorf("a stored module's code was pruned: %v", err)
+	}
 }

@@ -20,6 +20,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/sluicehq/sluice/wasmhost"
 )
 
 // Validator checks modules for the API before they are stored or activated.
@@ -100,6 +102,11 @@ type ServerOptions struct {
 	// Retry-After) before its token is looked at. Defaults 10 and 1s.
 	AuthFailureBurst    int
 	AuthFailureInterval time.Duration
+	// CacheDir is the engine's compilation cache (wasmhost.Config.CacheDir).
+	// When set, the compiled code of modules the store no longer holds is
+	// removed from it (wasmhost.PruneCache) when the server starts, after a
+	// delete and after a refused upload. Default: none, nothing is pruned.
+	CacheDir string
 }
 
 func (o *ServerOptions) setDefaults() error {
@@ -188,6 +195,7 @@ func NewServer(opts ServerOptions) (http.Handler, error) {
 			s.pipelines[t][p] = true
 		}
 	}
+	s.pruneCache()
 	const pipe = "/v1/tenants/{tenant}/pipelines/{pipeline}"
 	s.handle("GET /v1/whoami", "whoami", false, s.whoami)
 	s.handle("GET /v1/tenants", "list-tenants", false, s.listTenants)
@@ -261,6 +269,21 @@ func (s *server) handle(pattern, action string, change bool, fn routeFunc) {
 			fn(w, r, ev)
 		}
 	})
+}
+
+// pruneCache removes the compiled code of the modules the store does not
+// hold from the engine's compilation cache.
+func (s *server) pruneCache() {
+	if s.opts.CacheDir == "" {
+		return
+	}
+	n, err := wasmhost.PruneCache(s.opts.CacheDir, s.opts.Store.Stored)
+	if err != nil {
+		s.opts.Audit.Warn("pruning the compilation cache", "dir", s.opts.CacheDir, "err", err)
+	}
+	if n > 0 {
+		s.opts.Audit.Info("pruned the compilation cache", "dir", s.opts.CacheDir, "files", n)
+	}
 }
 
 // canonicalPath reports whether p is what path.Clean makes of it: rooted,
@@ -443,6 +466,7 @@ func (s *server) upload(w http.ResponseWriter, r *http.Request, ev *auditEvent) 
 	if !s.check(w, r, ev, func(ctx context.Context) error {
 		return s.opts.Validator.CheckUpload(ctx, ev.tenant, ev.pipeline, wasm)
 	}) {
+		s.pruneCache() // the check may have compiled it
 		return
 	}
 	v, created, err := s.opts.Store.Put(ev.tenant, ev.pipeline, wasm, ev.principal.String(), note)
@@ -709,6 +733,7 @@ func (s *server) delete(w http.ResponseWriter, r *http.Request, ev *auditEvent) 
 		s.fail(w, r, ev, storeStatus(err), err.Error())
 		return
 	}
+	s.pruneCache()
 	w.WriteHeader(http.StatusNoContent)
 	s.record(r, ev, http.StatusNoContent, "")
 }

@@ -734,6 +734,13 @@ func (s *Store) Delete(tenant, pipeline, sha string) error {
 	return nil
 }
 
+// Stored reports whether any pipeline lists the version sha.
+func (s *Store) Stored(sha string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.m.referenced(sha)
+}
+
 // Blob returns a listed module's binary, checking its hash.
 func (s *Store) Blob(sha string) ([]byte, error) {
 	// The lock keeps a concurrent Delete from removing the blob mid-read.
