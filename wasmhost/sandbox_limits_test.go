@@ -266,3 +266,17 @@ func TestStackOverflowIsBounded(t *testing.T) {
 	}
 	t.Logf("peak RSS %.0f MB: %s", res.peakMB, res.result)
 }
+
+// Inspect describes a compile bomb by its refusal, without decoding it
+// with wazero.
+func TestInspectRefusesCompileBombs(t *testing.T) {
+	r := newTestRuntime(t, Config{})
+	start := time.Now()
+	info, err := r.Inspect(context.Background(), "bomb", wasmtest.Funcs(1, wasmtest.StraightCode(8<<20)))
+	if err != nil || info.LoadErr == nil || !strings.Contains(info.LoadErr.Error(), "at most 524288 are allowed") {
+		t.Fatalf("Inspect: %+v, %v; want LoadErr naming the body limit", info, err)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("Inspect took %v", took)
+	}
+}
