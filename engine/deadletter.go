@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -67,9 +68,6 @@ func newDeadLetter(cfg Config) (*deadLetter, error) {
 // broker's limit) is sent again cut to a prefix of its value, then with no
 // value at all: a record is always dead-lettered, whatever its size.
 func (d *deadLetter) send(ctx context.Context, r *kgo.Record, module, sha string, cause string, done func(error)) {
-	if len(cause) > 4096 {
-		cause = cause[:4096]
-	}
 	d.produce(ctx, d.copyOf(r, module, sha, cause, -1), r, module, sha, cause, truncatedPrefix, done)
 }
 
@@ -97,25 +95,39 @@ func (d *deadLetter) produce(ctx context.Context, out, r *kgo.Record, module, sh
 }
 
 // copyOf is the dead-letter copy of r: whole when keep is negative, else
-// cut to keep bytes of the value, with no key and only the traceparent of
-// r's headers.
+// cut to keep bytes of the value, with no key and, of r's own headers, only
+// its traceparent.
 func (d *deadLetter) copyOf(r *kgo.Record, module, sha, cause string, keep int) *kgo.Record {
-	var headers []kgo.RecordHeader
-	key, value := r.Key, r.Value
 	if keep < 0 {
-		headers = make([]kgo.RecordHeader, 0, len(r.Headers)+7)
-		headers = append(headers, r.Headers...)
-	} else {
-		size := len(r.Key) + len(r.Value)
-		for _, h := range r.Headers {
-			size += len(h.Key) + len(h.Value)
-			if h.Key == "traceparent" && len(h.Value) < 256 {
-				headers = append(headers, h)
-			}
-		}
-		key, value = nil, r.Value[:min(keep, len(r.Value))]
-		headers = append(headers, kgo.RecordHeader{Key: HeaderTruncated, Value: strconv.AppendInt(nil, int64(size), 10)})
+		return &kgo.Record{Topic: d.topic, Key: r.Key, Value: r.Value, Headers: deadLetterHeaders(r, module, sha, cause), Timestamp: r.Timestamp}
 	}
+	cut := &kgo.Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp}
+	size := len(r.Key) + len(r.Value)
+	for _, h := range r.Headers {
+		size += len(h.Key) + len(h.Value)
+		if h.Key == "traceparent" && len(h.Value) < 256 {
+			cut.Headers = append(cut.Headers, h)
+		}
+	}
+	headers := deadLetterHeaders(cut, module, sha, cause)
+	headers = append(headers, kgo.RecordHeader{Key: HeaderTruncated, Value: strconv.AppendInt(nil, int64(size), 10)})
+	return &kgo.Record{Topic: d.topic, Value: r.Value[:min(keep, len(r.Value))], Headers: headers, Timestamp: r.Timestamp}
+}
+
+// HeaderTenantPrefix is put in front of a record's own header whose key
+// starts with "sluice." (in any case) in its dead-letter copy, so that a
+// tenant cannot pass off a header as sluice's: in the copy, every key
+// starting with "sluice." is one of the headers above or starts with
+// HeaderTenantPrefix.
+const HeaderTenantPrefix = "sluice.tenant."
+
+// deadLetterHeaders are the headers of r's dead-letter copy: sluice's
+// first, then the record's own, those in sluice's namespace renamed.
+func deadLetterHeaders(r *kgo.Record, module, sha, cause string) []kgo.RecordHeader {
+	if len(cause) > 4096 {
+		cause = cause[:4096]
+	}
+	headers := make([]kgo.RecordHeader, 0, len(r.Headers)+8)
 	headers = append(headers,
 		kgo.RecordHeader{Key: HeaderError, Value: []byte(cause)},
 		kgo.RecordHeader{Key: HeaderModule, Value: []byte(module)},
@@ -125,7 +137,13 @@ func (d *deadLetter) copyOf(r *kgo.Record, module, sha, cause string, keep int) 
 		kgo.RecordHeader{Key: HeaderOffset, Value: strconv.AppendInt(nil, r.Offset, 10)},
 		kgo.RecordHeader{Key: HeaderTimestamp, Value: strconv.AppendInt(nil, r.Timestamp.UnixMilli(), 10)},
 	)
-	return &kgo.Record{Topic: d.topic, Key: key, Value: value, Headers: headers, Timestamp: r.Timestamp}
+	for _, h := range r.Headers {
+		if len(h.Key) >= len("sluice.") && strings.EqualFold(h.Key[:len("sluice.")], "sluice.") {
+			h.Key = HeaderTenantPrefix + h.Key
+		}
+		headers = append(headers, h)
+	}
+	return headers
 }
 
 // flush waits until every copy sent so far, cut copies included, is

@@ -437,5 +437,6 @@ func (p *Pipeline) AdminHandler(audit *slog.Logger) (http.Handler, error) {
 		Store: p.store, Auth: auth, Tenants: p.Tenants(),
 		Validator: p, Activator: p, Audit: audit,
 		MaxModuleBytes: p.cfg.Admin.MaxModuleBytes,
+		CacheDir:       p.rtConfig.CacheDir,
 	})
 }

@@ -14,7 +14,14 @@
 // bytes per batch, input record size), from Config.Limits or
 // LoadWithLimits. A breach fails the instance with a *TrapError whose Limit
 // says which; an oversized input record is instead a record error in its
-// place in the Output, and the module never sees it.
+// place in the Output, and the module never sees it. Whatever the Limits,
+// Load refuses a module whose structure would make compiling it costly
+// (functions, body size, nesting, br_table targets, an estimated compile
+// cost) or whose tables declare more than MaxTableElements, and the
+// instrumentation bounds table.grow and the call stack (LimitStack). Guest
+// memory is mapped per instance and returned when it closes; stdout and
+// stderr take at most MaxStdioBytesPerCall per call. docs/tenancy.md states
+// what an instance costs the host, in numbers.
 //
 // # Deadline
 //

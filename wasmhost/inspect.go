@@ -10,6 +10,8 @@ import (
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+
+	"github.com/sluicehq/sluice/wasmhost/internal/instrument"
 )
 
 // ModuleInfo describes a module binary, for operators (sluice module
@@ -40,6 +42,12 @@ func (r *Runtime) Inspect(ctx context.Context, name string, wasm []byte) (*Modul
 	}
 	sum := sha256.Sum256(wasm)
 	info := &ModuleInfo{SHA256: hex.EncodeToString(sum[:]), Size: len(wasm)}
+	// A module over the structure limits would cost wazero's decoder too:
+	// describe it by the refusal alone.
+	if _, _, err := instrument.RewriteWithLimits(wasm, structureLimits); err != nil {
+		info.LoadErr = fmt.Errorf("module %s: %w", name, err)
+		return info, nil
+	}
 	// The interpreter decodes without compiling: quick, and enough to list.
 	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter())
 	defer rt.Close(ctx)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/sluicehq/sluice/wasmhost/internal/instrument"
@@ -29,8 +30,11 @@ type Instance struct {
 	stack                                   []uint64
 
 	// oom is set by the instrumented memory.grow when a grow fails.
-	oom   api.Global
-	watch callWatch
+	oom api.Global
+	// stackHit is set by the instrumentation when the call stack passes
+	// its bound.
+	stackHit api.Global
+	watch    callWatch
 	// failed is the TrapError that ended the instance; later calls return it.
 	failed error
 
@@ -40,6 +44,71 @@ type Instance struct {
 
 	sub      Batch     // the batch without its oversized records
 	oversize []skipped // the records taken out of the current batch
+
+	// stdioLeft is how many bytes the guest may still write to stdout and
+	// stderr in the call in progress (see MaxStdioBytesPerCall).
+	stdioLeft int
+}
+
+// MaxStdioBytesPerCall bounds what one call into a module may write to
+// stdout and stderr together; past it, and once the call's deadline has
+// passed, a write fails (fd_write returns EIO) without doing any work, so
+// that one fd_write of many iovecs over one large buffer costs at most
+// this much logging.
+const MaxStdioBytesPerCall = 1 << 20
+
+// randChunk is how many random bytes random_get produces between two
+// looks at the call's deadline.
+const randChunk = 64 << 10
+
+// errHostCallBudget fails a guest's write past MaxStdioBytesPerCall.
+var errHostCallBudget = errors.New("the call's stdout and stderr budget is spent")
+
+// errHostCallInterrupted fails a host call made after the call's deadline
+// passed or its context ended.
+var errHostCallInterrupted = errors.New("the call was interrupted")
+
+// guestStdio is an instance's stdout or stderr: bounded per call, and
+// refusing work once the call is interrupted.
+type guestStdio struct {
+	in  *Instance
+	log *lineLogger
+}
+
+func (g guestStdio) Write(p []byte) (int, error) {
+	in := g.in
+	if in.watch.interrupted() {
+		return 0, errHostCallInterrupted
+	}
+	if in.stdioLeft <= 0 {
+		return 0, errHostCallBudget
+	}
+	n := min(len(p), in.stdioLeft)
+	in.stdioLeft -= n
+	_, _ = g.log.Write(p[:n])
+	if n < len(p) {
+		return n, errHostCallBudget
+	}
+	return n, nil
+}
+
+// guestRand is an instance's random_get source: crypto/rand, in chunks,
+// stopping once the call is interrupted (random_get returns EIO).
+type guestRand struct{ in *Instance }
+
+func (g guestRand) Read(p []byte) (int, error) {
+	n := 0
+	for n < len(p) {
+		if g.in.watch.interrupted() {
+			return n, errHostCallInterrupted
+		}
+		k, err := rand.Read(p[n:min(len(p), n+randChunk)])
+		n += k
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
 }
 
 // TableSchema is a target table handed to a module at init: the columns its
@@ -88,9 +157,9 @@ func (m *Module) instantiate(ctx context.Context) (*Instance, error) {
 		WithStartFunctions(). // run below, under the deadline
 		WithSysWalltime().WithSysNanotime().
 		WithNanosleep(in.nanosleep).
-		WithRandSource(rand.Reader).
-		WithStdout(m.stdout).WithStderr(m.stderr)
-	mod, err := m.sandbox.InstantiateModule(ctx, m.code, cfg)
+		WithRandSource(guestRand{in}).
+		WithStdout(guestStdio{in, m.stdout}).WithStderr(guestStdio{in, m.stderr})
+	mod, err := m.sandbox.InstantiateModule(experimental.WithMemoryAllocator(ctx, guestMemory), m.code, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("module %s: instantiate: %w", m.Name, err)
 	}
@@ -117,6 +186,7 @@ func (m *Module) instantiate(ctx context.Context) (*Instance, error) {
 			return fail(fmt.Errorf("module %s: the instrumentation's budget global is missing", m.Name))
 		}
 		in.oom = mod.ExportedGlobal(instrument.OOMGlobal)
+		in.stackHit = mod.ExportedGlobal(instrument.StackGlobal)
 		r.watchdog.add(&in.watch)
 	}
 	for _, start := range []string{instrument.StartFunc, "_initialize"} {
@@ -149,6 +219,7 @@ func (in *Instance) call(ctx context.Context, fn api.Function, what string, para
 		return 0, fmt.Errorf("module %s: %s: %w", in.module.Name, what, err)
 	}
 	copy(in.stack, params)
+	in.stdioLeft = MaxStdioBytesPerCall
 	in.watch.arm(ctx, in.lim.Deadline)
 	err := fn.CallWithStack(ctx, in.stack)
 	fired := in.watch.disarm(err == nil)
@@ -174,9 +245,12 @@ func (in *Instance) classify(ctx context.Context, err error, what string, fired 
 		// set only if the call failed, and the instance is not called again.
 		return &TrapError{Module: name, Limit: LimitMemory, Err: fmt.Errorf("%s: %w: a memory.grow past %s failed, then: %w",
 			what, ErrMemoryLimit, formatBytes(in.lim.MemoryBytes), cause)}
+	case in.stackHit != nil && in.stackHit.Get() != 0:
+		return &TrapError{Module: name, Limit: LimitStack, Err: fmt.Errorf("%s: %w: more than %d calls deep (or fewer, of large frames)",
+			what, ErrStackLimit, structureLimits.StackUnits)}
 	case fired == causeDeadline:
-		return &TrapError{Module: name, Limit: LimitDeadline, Err: fmt.Errorf("%s: %w: still running after %v (interrupted)",
-			what, ErrDeadline, in.lim.Deadline)}
+		return &TrapError{Module: name, Limit: LimitDeadline, Err: fmt.Errorf("%s: %w: still running after %v (interrupted; the call took %v)",
+			what, ErrDeadline, in.lim.Deadline, in.watch.elapsed().Round(time.Millisecond))}
 	case fired == causeContext:
 		return &TrapError{Module: name, Err: fmt.Errorf("%s: interrupted: %w", what, context.Cause(ctx))}
 	case isExit:

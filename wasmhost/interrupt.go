@@ -32,6 +32,8 @@ type callWatch struct {
 
 	mu     sync.Mutex
 	armed  bool
+	start  time.Time       // of the call
+	ended  time.Time       // when the last call ended
 	due    time.Time       // Limits.Deadline from the call's start
 	ctx    context.Context // the call's context, while armed
 	cause  interruptCause
@@ -52,8 +54,26 @@ func (w *callWatch) arm(ctx context.Context, d time.Duration) {
 		ctx = nil // never ends: nothing to check
 	}
 	w.mu.Lock()
-	w.armed, w.due, w.wakeBy, w.ctx, w.cause = true, due, wakeBy, ctx, causeNone
+	w.armed, w.start, w.due, w.wakeBy, w.ctx, w.cause = true, due.Add(-d), due, wakeBy, ctx, causeNone
 	w.mu.Unlock()
+}
+
+// interrupted reports whether the watchdog interrupted the call in
+// progress: host functions stop their work then.
+func (w *callWatch) interrupted() bool {
+	if w.interrupt == nil {
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.cause != causeNone
+}
+
+// elapsed is how long the last call took (from arm to disarm).
+func (w *callWatch) elapsed() time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.ended.Sub(w.start)
 }
 
 // disarm stops watching and returns why the call was interrupted, if it
@@ -67,6 +87,9 @@ func (w *callWatch) disarm(ok bool) interruptCause {
 	defer w.mu.Unlock()
 	w.armed, w.ctx = false, nil
 	cause := w.cause
+	if cause != causeNone {
+		w.ended = time.Now() // only a failed call's length is reported
+	}
 	if cause != causeNone && ok {
 		w.interrupt.Set(0)
 		w.cause = causeNone

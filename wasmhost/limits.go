@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/sluicehq/sluice/wasmhost/internal/instrument"
 )
 
 // Limits bound what one module instance may use. The zero value of a field
@@ -91,6 +93,25 @@ func (l Limits) withDefaults() (Limits, error) {
 
 func (l Limits) memoryPages() uint32 { return uint32(l.MemoryBytes / wasmPage) }
 
+// MaxTableElements is how many elements a module's tables may hold
+// together, whatever its limits: at TableElementBytes each, 1 MiB of host
+// memory (twice that while table.grow copies a table). A standard Go guest
+// of 3 MB has 6,012. It does not depend on MemoryBytes so that a module
+// compiles to the same code, and shares the compilation cache, under any
+// memory cap.
+const MaxTableElements = 1 << 17
+
+// TableElementBytes is what wazero keeps per table element.
+const TableElementBytes = 8
+
+// structureLimits is what the instrumentation enforces on a module's
+// structure, whatever its Limits.
+var structureLimits = func() instrument.Limits {
+	s := instrument.DefaultLimits
+	s.TableElements = MaxTableElements
+	return s
+}()
+
 // Limit names a limit a module breached.
 type Limit string
 
@@ -100,6 +121,7 @@ const (
 	LimitDeadline    Limit = "deadline"
 	LimitOutputRows  Limit = "output_rows"
 	LimitOutputBytes Limit = "output_bytes"
+	LimitStack       Limit = "stack"
 )
 
 // Sentinel errors, wrapped by TrapError.Err so that errors.Is tells the
@@ -110,6 +132,9 @@ var (
 	// ErrMemoryLimit: the instance failed after its memory reached
 	// Limits.MemoryBytes.
 	ErrMemoryLimit = errors.New("memory limit reached")
+	// ErrStackLimit: the call stack grew past its bound (see
+	// docs/tenancy.md): a recursion too deep.
+	ErrStackLimit = errors.New("call stack limit reached")
 	// ErrOutputLimit: a batch's output broke Limits.MaxRowsPerRecord or
 	// Limits.MaxOutputBytes.
 	ErrOutputLimit = errors.New("output limit exceeded")

@@ -15,6 +15,7 @@ import (
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
 	"github.com/sluicehq/sluice/wasmhost/internal/instrument"
@@ -223,12 +224,31 @@ func (r *Runtime) LoadWithLimits(ctx context.Context, name string, wasm []byte, 
 	}
 	bin := wasm
 	if !r.cfg.uninstrumented {
-		if bin, _, err = instrument.Rewrite(wasm); err != nil {
+		if bin, _, err = instrument.RewriteWithLimits(wasm, structureLimits); err != nil {
 			return nil, fmt.Errorf("module %s: %w", name, err)
 		}
 	}
-	code, err := sb.CompileModule(ctx, bin)
+	// Two workers: wazero's compiler looks at ctx only between the
+	// functions its workers take, and with one worker never.
+	var cached map[string]bool
+	if r.cfg.CacheDir != "" {
+		mu := cacheLock(r.cfg.CacheDir)
+		mu.Lock()
+		cached, _ = cacheFiles(r.cfg.CacheDir)
+		defer func() {
+			if cached != nil {
+				if err := recordCacheFiles(r.cfg.CacheDir, key.sha256, cached); err != nil {
+					r.log.Warn("recording the compilation cache's files", "module", name, "err", err)
+				}
+			}
+			mu.Unlock()
+		}()
+	}
+	code, err := sb.CompileModule(experimental.WithCompilationWorkers(ctx, 2), bin)
 	if err != nil {
+		if cerr := context.Cause(ctx); cerr != nil {
+			return nil, fmt.Errorf("module %s: compile: stopped: %w", name, cerr)
+		}
 		return nil, fmt.Errorf("module %s: compile: %w", name, err)
 	}
 	if err := checkImports(code); err != nil {

@@ -36,7 +36,7 @@ func TestLoadRefuses(t *testing.T) {
 		{"memory over the cap", wt.Module{Version: 1, Transform: returnsZero, MemoryPages: 20}.Build(), Limits{MemoryBytes: 16 * 65536},
 			"module m: compile: section memory: min 20 pages"},
 		{"endless start function", wt.Module{Version: 1, Transform: returnsZero, Extra: []wt.Func{spin}, Start: 1}.Build(),
-			Limits{Deadline: 100 * time.Millisecond}, "module m: __sluice_start: deadline exceeded: still running after 100ms (interrupted)"},
+			Limits{Deadline: 100 * time.Millisecond}, "module m: __sluice_start: deadline exceeded: still running after 100ms (interrupted; the call took "},
 		{"missing export", wt.Binary(), Limits{}, "module m: missing export sluice_abi_version"},
 	}
 	r := newTestRuntime(t, Config{})

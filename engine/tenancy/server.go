@@ -1,20 +1,27 @@
 package tenancy
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"math"
 	"net/http"
+	"path"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
+	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/sluicehq/sluice/wasmhost"
 )
 
 // Validator checks modules for the API before they are stored or activated.
@@ -73,6 +80,33 @@ type ServerOptions struct {
 	MaxModuleBytes int64
 	// MaxSampleBytes caps an activation's sample records. Default 4 MiB.
 	MaxSampleBytes int64
+	// MaxBodyMemory caps the request bodies (uploads and samples) held at
+	// once, all requests together: a body is held as it arrives, whatever
+	// Content-Length it declared, and a request that would pass the cap is
+	// refused with 503 and Retry-After. Default 2 × MaxModuleBytes, and
+	// 64 MiB at least.
+	MaxBodyMemory int64
+	// CheckTimeout bounds a module check (Validator.CheckUpload or
+	// CheckActivation, which compile it), its wait for a turn included; a
+	// check that runs out is answered with 503 and nothing is stored or
+	// activated. It should be below the HTTP server's WriteTimeout, so that
+	// the client gets the answer. Default 60s.
+	CheckTimeout time.Duration
+	// MaxConcurrentChecks bounds the module checks running at once, all
+	// tenants together; a tenant has at most one at a time (another gets
+	// 429). Default 1.
+	MaxConcurrentChecks int
+	// AuthFailureBurst and AuthFailureInterval limit wrong tokens per
+	// client IP: after AuthFailureBurst failures, one more is allowed per
+	// AuthFailureInterval, and a request from that IP is answered 429 (with
+	// Retry-After) before its token is looked at. Defaults 10 and 1s.
+	AuthFailureBurst    int
+	AuthFailureInterval time.Duration
+	// CacheDir is the engine's compilation cache (wasmhost.Config.CacheDir).
+	// When set, the compiled code of modules the store no longer holds is
+	// removed from it (wasmhost.PruneCache) when the server starts, after a
+	// delete and after a refused upload. Default: none, nothing is pruned.
+	CacheDir string
 }
 
 func (o *ServerOptions) setDefaults() error {
@@ -103,6 +137,21 @@ func (o *ServerOptions) setDefaults() error {
 	if o.MaxSampleBytes <= 0 {
 		o.MaxSampleBytes = 4 << 20
 	}
+	if o.MaxBodyMemory <= 0 {
+		o.MaxBodyMemory = max(2*o.MaxModuleBytes, 64<<20)
+	}
+	if o.CheckTimeout <= 0 {
+		o.CheckTimeout = 60 * time.Second
+	}
+	if o.MaxConcurrentChecks <= 0 {
+		o.MaxConcurrentChecks = 1
+	}
+	if o.AuthFailureBurst <= 0 {
+		o.AuthFailureBurst = 10
+	}
+	if o.AuthFailureInterval <= 0 {
+		o.AuthFailureInterval = time.Second
+	}
 	return nil
 }
 
@@ -114,6 +163,12 @@ type server struct {
 
 	locksMu sync.Mutex
 	locks   map[pipelineKey]*sync.Mutex
+
+	bodies   *byteBudget
+	checks   chan struct{} // a token per running module check
+	checkMu  sync.Mutex
+	checking map[string]bool // tenants with a check running
+	authFail *failureLimiter
 }
 
 // NewServer returns the admin API handler: JSON over HTTP, each request
@@ -131,13 +186,16 @@ func NewServer(opts ServerOptions) (http.Handler, error) {
 		return nil, err
 	}
 	s := &server{opts: opts, mux: http.NewServeMux(), pipelines: map[string]map[string]bool{},
-		locks: map[pipelineKey]*sync.Mutex{}}
+		locks: map[pipelineKey]*sync.Mutex{}, bodies: &byteBudget{limit: opts.MaxBodyMemory},
+		checks: make(chan struct{}, opts.MaxConcurrentChecks), checking: map[string]bool{},
+		authFail: newFailureLimiter(opts.AuthFailureBurst, opts.AuthFailureInterval)}
 	for t, ps := range opts.Tenants {
 		s.pipelines[t] = map[string]bool{}
 		for _, p := range ps {
 			s.pipelines[t][p] = true
 		}
 	}
+	s.pruneCache()
 	const pipe = "/v1/tenants/{tenant}/pipelines/{pipeline}"
 	s.handle("GET /v1/whoami", "whoami", false, s.whoami)
 	s.handle("GET /v1/tenants", "list-tenants", false, s.listTenants)
@@ -153,6 +211,16 @@ func NewServer(opts ServerOptions) (http.Handler, error) {
 // then 404 or 405 as JSON) and passes the rest to the routes.
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
+	// The mux would redirect a path with "." or ".." segments or "//" to
+	// its clean form, before any route authenticates: answer it here, after
+	// authentication, with a 400 and no Location.
+	if !canonicalPath(r.URL.Path) {
+		ev := &auditEvent{action: "unrouted", remote: r.RemoteAddr, path: r.URL.Path}
+		if s.authenticate(w, r, ev) {
+			s.fail(w, r, ev, http.StatusBadRequest, fmt.Sprintf("path %s is not canonical (it has an empty, . or .. segment)", abbreviate(r.URL.Path, 200)))
+		}
+		return
+	}
 	h, pattern := s.mux.Handler(r)
 	if pattern != "" {
 		s.mux.ServeHTTP(w, r)
@@ -203,10 +271,39 @@ func (s *server) handle(pattern, action string, change bool, fn routeFunc) {
 	})
 }
 
-// authenticate identifies the caller, or answers 401.
+// pruneCache removes the compiled code of the modules the store does not
+// hold from the engine's compilation cache.
+func (s *server) pruneCache() {
+	if s.opts.CacheDir == "" {
+		return
+	}
+	n, err := wasmhost.PruneCache(s.opts.CacheDir, s.opts.Store.Stored)
+	if err != nil {
+		s.opts.Audit.Warn("pruning the compilation cache", "dir", s.opts.CacheDir, "err", err)
+	}
+	if n > 0 {
+		s.opts.Audit.Info("pruned the compilation cache", "dir", s.opts.CacheDir, "files", n)
+	}
+}
+
+// canonicalPath reports whether p is what path.Clean makes of it: rooted,
+// without empty, "." or ".." segments.
+func canonicalPath(p string) bool {
+	return p == "/" || (strings.HasPrefix(p, "/") && path.Clean(p) == p)
+}
+
+// authenticate identifies the caller, or answers 401, or 429 if the
+// client's IP has sent too many wrong tokens lately.
 func (s *server) authenticate(w http.ResponseWriter, r *http.Request, ev *auditEvent) bool {
+	ip := clientIP(r)
+	if wait := s.authFail.blocked(ip, time.Now()); wait > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
+		s.fail(w, r, ev, http.StatusTooManyRequests, "too many requests with a wrong token from this address; retry later")
+		return false
+	}
 	p, ok := s.opts.Auth.Identify(BearerToken(r))
 	if !ok {
+		s.authFail.failed(ip, time.Now())
 		w.Header().Set("WWW-Authenticate", `Bearer realm="sluice"`)
 		s.fail(w, r, ev, http.StatusUnauthorized, "missing or unknown bearer token")
 		return false
@@ -355,18 +452,21 @@ func (s *server) upload(w http.ResponseWriter, r *http.Request, ev *auditEvent) 
 		s.fail(w, r, ev, http.StatusBadRequest, err.Error())
 		return
 	}
-	wasm, ok := s.readBody(w, r, ev, s.opts.MaxModuleBytes, "module")
+	wasm, release, ok := s.readBody(w, r, ev, s.opts.MaxModuleBytes, "module")
 	if !ok {
 		return
 	}
+	defer release()
 	sum := sha256.Sum256(wasm)
 	ev.sha = hex.EncodeToString(sum[:])
 	if len(wasm) == 0 {
 		s.fail(w, r, ev, http.StatusUnprocessableEntity, "empty body: send the .wasm binary as the request body")
 		return
 	}
-	if err := s.opts.Validator.CheckUpload(r.Context(), ev.tenant, ev.pipeline, wasm); err != nil {
-		s.fail(w, r, ev, http.StatusUnprocessableEntity, err.Error())
+	if !s.check(w, r, ev, func(ctx context.Context) error {
+		return s.opts.Validator.CheckUpload(ctx, ev.tenant, ev.pipeline, wasm)
+	}) {
+		s.pruneCache() // the check may have compiled it
 		return
 	}
 	v, created, err := s.opts.Store.Put(ev.tenant, ev.pipeline, wasm, ev.principal.String(), note)
@@ -393,29 +493,107 @@ func checkNote(note string) error {
 	return nil
 }
 
-// readBody reads a request body of at most max bytes, or answers 413 (at
-// once when Content-Length says so, else as soon as the body passes max).
-func (s *server) readBody(w http.ResponseWriter, r *http.Request, ev *auditEvent, max int64, what string) ([]byte, bool) {
-	if r.ContentLength > max {
-		s.fail(w, r, ev, http.StatusRequestEntityTooLarge, fmt.Sprintf("%s of %d bytes is over the limit of %d bytes", what, r.ContentLength, max))
-		return nil, false
+// readBody reads a request body of at most limit bytes, or answers 413
+// (at once when Content-Length says so, else as soon as the body passes
+// limit),
+// or 503 when the bodies held by all requests would pass MaxBodyMemory.
+// The body is held as it arrives, never by its declared length. release
+// gives its memory back to the budget.
+func (s *server) readBody(w http.ResponseWriter, r *http.Request, ev *auditEvent, limit int64, what string) (body []byte, release func(), ok bool) {
+	if r.ContentLength > limit {
+		s.fail(w, r, ev, http.StatusRequestEntityTooLarge, fmt.Sprintf("%s of %d bytes is over the limit of %d bytes", what, r.ContentLength, limit))
+		return nil, nil, false
 	}
-	var buf bytes.Buffer
-	if r.ContentLength > 0 {
-		buf.Grow(int(r.ContentLength))
+	var held int64
+	release = func() { s.bodies.release(held) }
+	src := http.MaxBytesReader(w, r.Body, limit)
+	var buf []byte
+	for {
+		if len(buf) == cap(buf) {
+			// Grow by doubling, reserving the growth first.
+			grow := max(int64(cap(buf)), 512)
+			if !s.bodies.acquire(grow) {
+				release()
+				w.Header().Set("Retry-After", "1")
+				s.fail(w, r, ev, http.StatusServiceUnavailable, fmt.Sprintf("the server is receiving too many request bodies at once (limit %d bytes); retry later", s.opts.MaxBodyMemory))
+				return nil, nil, false
+			}
+			held += grow
+			buf = slices.Grow(buf, int(grow))
+		}
+		n, err := src.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, release, true
+		}
+		var tooLarge *http.MaxBytesError
+		switch {
+		case errors.As(err, &tooLarge):
+			release()
+			s.fail(w, r, ev, http.StatusRequestEntityTooLarge, fmt.Sprintf("%s is over the limit of %d bytes", what, limit))
+			return nil, nil, false
+		case err != nil:
+			release()
+			s.fail(w, r, ev, http.StatusBadRequest, fmt.Sprintf("reading the %s: %v", what, err))
+			return nil, nil, false
+		}
 	}
-	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, max))
-	var tooLarge *http.MaxBytesError
-	switch {
-	case errors.As(err, &tooLarge):
-		s.fail(w, r, ev, http.StatusRequestEntityTooLarge, fmt.Sprintf("%s is over the limit of %d bytes", what, max))
-		return nil, false
-	case err != nil:
-		s.fail(w, r, ev, http.StatusBadRequest, fmt.Sprintf("reading the %s: %v", what, err))
-		return nil, false
-	}
-	return buf.Bytes(), true
 }
+
+// check runs a module check (which compiles the module) under
+// CheckTimeout, at most MaxConcurrentChecks at once and one per tenant,
+// or answers why not: 422 for a module the check refuses, 429 when the
+// tenant has a check running, 503 when the time ran out, and nothing (the
+// audit says "abandoned") when the client went away.
+func (s *server) check(w http.ResponseWriter, r *http.Request, ev *auditEvent, run func(ctx context.Context) error) bool {
+	s.checkMu.Lock()
+	busy := s.checking[ev.tenant]
+	if !busy {
+		s.checking[ev.tenant] = true
+	}
+	s.checkMu.Unlock()
+	if busy {
+		w.Header().Set("Retry-After", "5")
+		s.fail(w, r, ev, http.StatusTooManyRequests, fmt.Sprintf("tenant %s has a module check running; retry when it ends", ev.tenant))
+		return false
+	}
+	defer func() {
+		s.checkMu.Lock()
+		delete(s.checking, ev.tenant)
+		s.checkMu.Unlock()
+	}()
+	ctx, cancel := context.WithTimeoutCause(r.Context(), s.opts.CheckTimeout,
+		fmt.Errorf("the module check did not end within %v", s.opts.CheckTimeout))
+	defer cancel()
+	start := time.Now()
+	err := func() error {
+		select {
+		case s.checks <- struct{}{}:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+		defer func() { <-s.checks }()
+		return run(ctx)
+	}()
+	switch {
+	case r.Context().Err() != nil:
+		// The client hung up: it gets nothing, and nothing changes.
+		s.record(r, ev, statusClientGone, fmt.Sprintf("the client went away during the module check, after %v; nothing was changed", time.Since(start).Round(time.Millisecond)))
+		return false
+	case ctx.Err() != nil:
+		w.Header().Set("Retry-After", "60")
+		s.fail(w, r, ev, http.StatusServiceUnavailable, fmt.Sprintf("%v (it was stopped after %v); nothing was changed", context.Cause(ctx), time.Since(start).Round(time.Millisecond)))
+		return false
+	case err != nil:
+		s.fail(w, r, ev, http.StatusUnprocessableEntity, err.Error())
+		return false
+	}
+	return true
+}
+
+// statusClientGone is the audit status of a request whose client went away
+// before it was answered (nginx's 499): the client got no answer.
+const statusClientGone = 499
 
 // ActivateResponse is POST …/activate and …/rollback.
 type ActivateResponse struct {
@@ -429,10 +607,11 @@ func (s *server) activate(w http.ResponseWriter, r *http.Request, ev *auditEvent
 	if !s.authorize(w, r, ev) {
 		return
 	}
-	sample, ok := s.readBody(w, r, ev, s.opts.MaxSampleBytes, "sample")
+	sample, release, ok := s.readBody(w, r, ev, s.opts.MaxSampleBytes, "sample")
 	if !ok {
 		return
 	}
+	defer release()
 	defer s.lockPipeline(ev.tenant, ev.pipeline)()
 	v, ok := s.resolve(w, r, ev)
 	if !ok {
@@ -497,8 +676,9 @@ func (s *server) swapIn(w http.ResponseWriter, r *http.Request, ev *auditEvent, 
 		s.fail(w, r, ev, http.StatusInternalServerError, err.Error())
 		return false
 	}
-	if err := s.opts.Validator.CheckActivation(r.Context(), ev.tenant, ev.pipeline, wasm, sample); err != nil {
-		s.fail(w, r, ev, http.StatusUnprocessableEntity, err.Error())
+	if !s.check(w, r, ev, func(ctx context.Context) error {
+		return s.opts.Validator.CheckActivation(ctx, ev.tenant, ev.pipeline, wasm, sample)
+	}) {
 		return false
 	}
 	if s.opts.Activator == nil {
@@ -553,6 +733,7 @@ func (s *server) delete(w http.ResponseWriter, r *http.Request, ev *auditEvent) 
 		s.fail(w, r, ev, storeStatus(err), err.Error())
 		return
 	}
+	s.pruneCache()
 	w.WriteHeader(http.StatusNoContent)
 	s.record(r, ev, http.StatusNoContent, "")
 }
@@ -605,12 +786,15 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request, ev *auditEvent, st
 // and every refusal (401, 403, 413, 422) of anything.
 func (s *server) record(r *http.Request, ev *auditEvent, status int, reason string) {
 	refusal := status == http.StatusUnauthorized || status == http.StatusForbidden ||
-		status == http.StatusRequestEntityTooLarge || status == http.StatusUnprocessableEntity
+		status == http.StatusRequestEntityTooLarge || status == http.StatusUnprocessableEntity ||
+		status == http.StatusTooManyRequests
 	if !ev.change && !refusal {
 		return
 	}
 	outcome, level := "ok", slog.LevelInfo
 	switch {
+	case status == statusClientGone:
+		outcome, level = "abandoned", slog.LevelWarn
 	case status >= 500:
 		outcome, level = "failed", slog.LevelError
 	case status >= 400:

@@ -96,10 +96,11 @@ func (a *fakeActivator) callCount() int {
 // testAPI is the API over a real HTTP server, with its store, engine and
 // audit log.
 type testAPI struct {
-	t      *testing.T
-	url    string
-	store  *Store
-	engine *fakeActivator
+	t       *testing.T
+	url     string
+	handler http.Handler
+	store   *Store
+	engine  *fakeActivator
 
 	auditMu sync.Mutex
 	audit   bytes.Buffer
@@ -130,7 +131,7 @@ func newTestAPI(t *testing.T, tweak func(*ServerOptions)) *testAPI {
 	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	api.url = srv.URL
+	api.url, api.handler = srv.URL, h
 	return api
 }
 

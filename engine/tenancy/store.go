@@ -186,7 +186,9 @@ const (
 // the active version and the rollback stack among the versions, and every
 // blob present with its size and hash. A manifest that fails any check is
 // an error wrapping ErrCorrupt that names the problem. Leftover temporary
-// files and blobs no pipeline lists (from a crash mid-change) are removed.
+// files and the one blob a crash mid-change can leave unlisted are
+// removed; more unlisted blobs are an ErrCorrupt (the manifest lost
+// entries), and nothing is removed.
 func OpenStore(dir string) (*Store, error) {
 	if err := os.MkdirAll(filepath.Join(dir, blobsDir), 0o750); err != nil {
 		return nil, fmt.Errorf("module store: %w", err)
@@ -224,15 +226,42 @@ func OpenStore(dir string) (*Store, error) {
 	if err := s.verifyBlobs(m); err != nil {
 		return nil, fmt.Errorf("module store %s: %w", path, err)
 	}
+	var unlisted []string
 	for _, sha := range blobs {
 		if !m.referenced(sha) {
-			if err := os.Remove(s.blobPath(sha)); err != nil {
-				return nil, fmt.Errorf("module store: remove unlisted blob: %w", err)
-			}
+			unlisted = append(unlisted, sha)
+		}
+	}
+	// A crash mid-change leaves at most one unlisted blob (Put writes the
+	// blob before the manifest, Delete removes it after). More means the
+	// manifest lost entries (emptied, or replaced by an older one): removing
+	// them would delete modules the operator still has, so refuse.
+	if len(unlisted) > maxUnlistedBlobs {
+		return nil, fmt.Errorf("module store %s: %w: %s lists %d modules but %s holds %d more that it does not list; restore the manifest, or remove those blobs to start afresh",
+			dir, ErrCorrupt, manifestName, m.versionCount(), blobsDir, len(unlisted))
+	}
+	for _, sha := range unlisted {
+		if err := os.Remove(s.blobPath(sha)); err != nil {
+			return nil, fmt.Errorf("module store: remove unlisted blob: %w", err)
 		}
 	}
 	s.m = m
 	return s, nil
+}
+
+// maxUnlistedBlobs is how many blobs the manifest may not list at open
+// (what a crash mid-change leaves) before OpenStore refuses to open.
+const maxUnlistedBlobs = 1
+
+// versionCount is how many distinct versions the manifest lists.
+func (m manifest) versionCount() int {
+	seen := map[string]bool{}
+	for _, st := range m {
+		for _, v := range st.Versions {
+			seen[v.SHA256] = true
+		}
+	}
+	return len(seen)
 }
 
 // decodeManifest parses and checks a manifest, without its blobs.
@@ -703,6 +732,13 @@ func (s *Store) Delete(tenant, pipeline, sha string) error {
 		_ = os.Remove(s.blobPath(sha))
 	}
 	return nil
+}
+
+// Stored reports whether any pipeline lists the version sha.
+func (s *Store) Stored(sha string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.m.referenced(sha)
 }
 
 // Blob returns a listed module's binary, checking its hash.

@@ -473,3 +473,32 @@ func TestStoreManifestRoundTrip(t *testing.T) {
 		t.Fatalf("uploaded_at %v: want now, in UTC", a.UploadedAt)
 	}
 }
+
+func TestStoreRefusesEmptiedManifest(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		manifest string
+	}{
+		{"empty", `{"format":1,"pipelines":[]}`},
+		{"no versions", `{"format":1,"pipelines":[{"tenant":"acme","pipeline":"logs","versions":[]}]}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			s := openT(t, dir)
+			a := putT(t, s, "acme", "logs", "a")
+			b := putT(t, s, "acme", "logs", "b")
+			if err := os.WriteFile(filepath.Join(dir, manifestName), []byte(tc.manifest), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := OpenStore(dir)
+			if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "lists 0 modules but blobs holds 2 more that it does not list") {
+				t.Fatalf("OpenStore = %v, want ErrCorrupt naming the 2 unlisted blobs", err)
+			}
+			for _, v := range []Version{a, b} {
+				if _, err := os.Stat(filepath.Join(dir, "blobs", v.SHA256+".wasm")); err != nil {
+					t.Fatalf("a stored module was deleted: %v", err)
+				}
+			}
+		})
+	}
+}

@@ -1,5 +1,7 @@
 // Command build compiles the adversarial modules of examples/adversarial
-// (every subdirectory with a go.mod) into one directory:
+// (every subdirectory with a go.mod) into one directory, and writes the
+// hand-assembled hostile modules of wasmhost/internal/wasmtest beside
+// them:
 //
 //	go run ./examples/adversarial/build -out bin/adversarial
 package main
@@ -9,6 +11,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 
 	"github.com/sluicehq/sluice/internal/wasmbuild"
@@ -42,6 +45,17 @@ func build(ctx context.Context, out string) error {
 			return err
 		}
 		fmt.Println(wasm)
+	}
+	abs, err := filepath.Abs(out)
+	if err != nil {
+		return err
+	}
+	// The hand-assembled ones come from a package internal to wasmhost.
+	cmd := exec.CommandContext(ctx, "go", "run", "./wasmhost/internal/wasmtest/hostile", "-out", abs)
+	cmd.Dir = wasmbuild.RepoRoot()
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("hand-assembled modules: %w", err)
 	}
 	return nil
 }

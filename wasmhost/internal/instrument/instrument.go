@@ -50,8 +50,11 @@ import (
 // The names under which the rewrite exports what it adds.
 const (
 	InterruptGlobal = "__sluice_interrupt"
-	BudgetGlobal    = "__sluice_budget"
-	OOMGlobal       = "__sluice_oom"
+	// StackGlobal is set to 1 when the guest traps for passing
+	// Limits.StackUnits.
+	StackGlobal  = "__sluice_stack"
+	BudgetGlobal = "__sluice_budget"
+	OOMGlobal    = "__sluice_oom"
 	// StartFunc is the export that replaces a start section, so that the
 	// host runs the start function under a deadline instead of inside
 	// instantiation, where nothing can interrupt it.
@@ -69,6 +72,58 @@ const maxLocals = 50000
 // maxTotalLocals bounds the locals of all functions together, for the
 // same reason (a Go guest of 2 MB declares a few hundred thousand).
 const maxTotalLocals = 4 << 20
+
+// Limits bound a module's structure, so that what wazero spends compiling
+// and instantiating it is bounded whatever the binary (a few MB of deeply
+// nested blocks, a huge br_table or one huge function compile for minutes
+// otherwise). Rewrite refuses a module over them, naming the limit.
+type Limits struct {
+	// TableElements bounds the elements of all tables together: the
+	// declared minimums must fit, and each table's maximum is lowered so
+	// that the maximums sum to at most TableElements, which bounds
+	// table.grow (wazero keeps 8 bytes per element).
+	TableElements uint32
+	// Functions bounds the functions a module defines.
+	Functions int
+	// FunctionBytes bounds one function body (locals and code), in bytes.
+	FunctionBytes int
+	// Nesting bounds how deep blocks, loops and ifs nest in a function.
+	Nesting int
+	// BrTableTargets bounds the targets of one br_table.
+	BrTableTargets int
+	// FunctionCost and ModuleCost bound the estimated compile cost of one
+	// function and of all of them: a body byte costs 1, a br_table target
+	// BlockCost, and a block, loop or if BlockCost plus its depth/16
+	// (measured with wazero 1.12's compiler, a byte of straight-line code
+	// takes about 0.4 µs to compile, a br_table target about 10 µs, a block
+	// 16 µs at depth 256 and 30 µs at depth 1024).
+	FunctionCost, ModuleCost int64
+	// StackUnits bounds the call stack: a function that makes calls adds
+	// its frame's weight (1 + its params and locals/4 + its body bytes/4096,
+	// in units of about 64 bytes of wazero's stack) while it runs, and a
+	// call that would pass StackUnits traps (setting StackGlobal).
+	StackUnits uint32
+}
+
+// BlockCost is what a block, loop, if or br_table target adds to the
+// compile cost of Limits.FunctionCost and ModuleCost.
+const BlockCost = 40
+
+// DefaultLimits are the limits of Rewrite. A standard Go guest of 3 MB
+// (examples/log-normalize) has tables of 6,012 elements, 1,916 functions,
+// 1.8 MB of code, a largest body of 29 KB, blocks nested 549 deep, 57,417
+// blocks, br_tables of up to 895 targets and 64,481 in all: a cost of
+// about 7M, 0.1M for its costliest function.
+var DefaultLimits = Limits{
+	TableElements:  1 << 20,
+	Functions:      100_000,
+	FunctionBytes:  512 << 10,
+	Nesting:        1024,
+	BrTableTargets: 4096,
+	FunctionCost:   2_000_000,
+	ModuleCost:     32_000_000,
+	StackUnits:     1 << 16,
+}
 
 // Section ids.
 const (
@@ -107,11 +162,25 @@ type Stats struct {
 	Entries    int  // function entries that got a check
 	MemoryGrow int  // memory.grow instructions redirected
 	Start      bool // the start section became the StartFunc export
+
+	// What the module has, against Limits.
+	TableElements    uint64 // the tables' declared minimums, summed
+	MaxFunctionBytes int
+	MaxNesting       int
+	MaxBrTable       int
+	Blocks           int   // blocks, loops and ifs
+	BrTableTargets   int   // of all br_tables
+	CodeBytes        int   // of all function bodies
+	Cost             int64 // estimated compile cost (see Limits.ModuleCost)
+	MaxFunctionCost  int64
+
+	blockTypes [][]byte // result types of the multi-value depth blocks, as added types
 }
 
 // module is what Rewrite learns about the module before rewriting its code.
 type module struct {
 	params          []uint32 // parameter count of each type
+	results         [][]byte // result types of each type
 	funcTypes       []uint32 // type index of each defined function
 	importedFuncs   uint32
 	importedGlobals uint32
@@ -119,11 +188,23 @@ type module struct {
 	hasMemory       bool
 	start           uint32
 	hasStart        bool
+	tables          []table
 }
 
-// Rewrite returns the instrumented module. It fails on a binary it cannot
-// decode, or one that already exports a name it would add.
-func Rewrite(wasm []byte) ([]byte, Stats, error) {
+// table is a table the module defines.
+type table struct {
+	ref      byte
+	min, max uint32
+	hasMax   bool
+}
+
+// Rewrite returns the instrumented module, within DefaultLimits. It fails
+// on a binary it cannot decode, one over the limits, or one that already
+// exports a name it would add.
+func Rewrite(wasm []byte) ([]byte, Stats, error) { return RewriteWithLimits(wasm, DefaultLimits) }
+
+// RewriteWithLimits is Rewrite within lim.
+func RewriteWithLimits(wasm []byte, lim Limits) ([]byte, Stats, error) {
 	var st Stats
 	if len(wasm) < 8 || string(wasm[:4]) != "\x00asm" {
 		return nil, st, errors.New("not a WebAssembly binary")
@@ -149,9 +230,15 @@ func Rewrite(wasm []byte) ([]byte, Stats, error) {
 	if err != nil {
 		return nil, st, err
 	}
+	if len(m.funcTypes) > lim.Functions {
+		return nil, st, fmt.Errorf("the module defines %d functions; at most %d are allowed", len(m.funcTypes), lim.Functions)
+	}
+	if secs, err = capTables(secs, m, lim.TableElements, &st); err != nil {
+		return nil, st, err
+	}
 
 	g := m.importedGlobals + m.definedGlobals
-	interrupt, oom, budget := g, g+1, g+2
+	interrupt, oom, budget, depth, stackHit := g, g+1, g+2, g+3, g+4
 	nfuncs := m.importedFuncs + uint32(len(m.funcTypes))
 	slowFunc, growFunc := nfuncs, nfuncs+1
 	typeVoid, typeGrow := uint32(len(m.params)), uint32(len(m.params))+1
@@ -160,7 +247,8 @@ func Rewrite(wasm []byte) ([]byte, Stats, error) {
 		if s.id != secCode {
 			continue
 		}
-		body, err := rewriteCode(s.body, m, budget, slowFunc, growFunc, &st)
+		body, err := rewriteCode(s.body, m, codeIndices{budget: budget, slow: slowFunc, grow: growFunc, depth: depth, stackHit: stackHit,
+			firstBlockType: typeVoid + 2}, lim, &st)
 		if err != nil {
 			return nil, st, err
 		}
@@ -186,15 +274,17 @@ func Rewrite(wasm []byte) ([]byte, Stats, error) {
 			out = append(out, 0x7F, 0x01, 0x41, 0x00, 0x0B) // $oom (mut i32) 0
 			out = append(out, 0x7F, 0x01, 0x41)             // $budget (mut i32) Budget
 			out = appendS32(out, Budget)
-			return append(out, 0x0B)
-		}, 3)
+			out = append(out, 0x0B)
+			out = append(out, 0x7F, 0x01, 0x41, 0x00, 0x0B)  // $depth (mut i32) 0
+			return append(out, 0x7F, 0x01, 0x41, 0x00, 0x0B) // $stackHit (mut i32) 0
+		}, 5)
 	})
 	secs = edit(secs, secExport, func(b []byte) []byte {
 		return appendVec(b, func(out []byte) []byte {
 			for _, e := range []struct {
 				name string
 				idx  uint32
-			}{{InterruptGlobal, interrupt}, {OOMGlobal, oom}, {BudgetGlobal, budget}} {
+			}{{InterruptGlobal, interrupt}, {OOMGlobal, oom}, {BudgetGlobal, budget}, {StackGlobal, stackHit}} {
 				out = appendName(out, e.name)
 				out = append(out, 0x03)
 				out = appendU32(out, e.idx)
@@ -205,13 +295,19 @@ func Rewrite(wasm []byte) ([]byte, Stats, error) {
 				out = appendU32(out, m.start)
 			}
 			return out
-		}, 3+boolCount(m.hasStart))
+		}, 4+boolCount(m.hasStart))
 	})
 	secs = edit(secs, secType, func(b []byte) []byte {
 		return appendVec(b, func(out []byte) []byte {
-			out = append(out, 0x60, 0x00, 0x00)              // () -> ()
-			return append(out, 0x60, 0x01, 0x7F, 0x01, 0x7F) // (i32) -> i32
-		}, 2)
+			out = append(out, 0x60, 0x00, 0x00)             // () -> ()
+			out = append(out, 0x60, 0x01, 0x7F, 0x01, 0x7F) // (i32) -> i32
+			for _, res := range st.blockTypes {             // () -> results, for the depth blocks
+				out = append(out, 0x60, 0x00)
+				out = appendU32(out, uint32(len(res)))
+				out = append(out, res...)
+			}
+			return out
+		}, 2+uint32(len(st.blockTypes)))
 	})
 	nadd := uint32(1)
 	if m.hasMemory {
@@ -244,6 +340,45 @@ func Rewrite(wasm []byte) ([]byte, Stats, error) {
 		out = append(out, s.body...)
 	}
 	return out, st, nil
+}
+
+// capTables refuses tables whose declared minimums sum to more than
+// limit elements and rewrites the table section so that each table's
+// maximum leaves the others their share: the maximums sum to at most
+// limit, and table.grow (which wazero refuses past a table's maximum)
+// cannot pass it.
+func capTables(secs []section, m *module, limit uint32, st *Stats) ([]section, error) {
+	if len(m.tables) == 0 {
+		return secs, nil
+	}
+	var mins uint64
+	for i, t := range m.tables {
+		if t.hasMax && t.max < t.min {
+			return nil, fmt.Errorf("table %d: maximum %d is below its minimum %d", i, t.max, t.min)
+		}
+		mins += uint64(t.min)
+	}
+	st.TableElements = mins
+	if mins > uint64(limit) {
+		return nil, fmt.Errorf("the module's tables declare %d elements at least; at most %d are allowed", mins, limit)
+	}
+	share := (uint64(limit) - mins) / uint64(len(m.tables))
+	body := appendU32(nil, uint32(len(m.tables)))
+	for _, t := range m.tables {
+		hi := uint64(t.min) + share
+		if t.hasMax && uint64(t.max) < hi {
+			hi = uint64(t.max)
+		}
+		body = append(body, t.ref, 0x01)
+		body = appendU32(body, t.min)
+		body = appendU32(body, uint32(max(hi, uint64(t.min))))
+	}
+	for i := range secs {
+		if secs[i].id == secTable {
+			secs[i].body = body
+		}
+	}
+	return secs, nil
 }
 
 // slowBody is $slow: trap if interrupted, else yield to the host and
@@ -304,16 +439,21 @@ func scan(secs []section) (*module, []section, error) {
 					sr.fail(fmt.Sprintf("function type form %#x", f))
 				}
 				var params uint32
+				var results []byte
 				for k := range 2 { // params, results
 					c := sr.count()
 					for j := uint32(0); j < c && sr.err == nil; j++ {
 						sr.valType()
+						if k == 1 && sr.err == nil {
+							results = append(results, sr.b[sr.off-1])
+						}
 					}
 					if k == 0 {
 						params = c
 					}
 				}
 				m.params = append(m.params, params)
+				m.results = append(m.results, results)
 			}
 		case secImport:
 			n := sr.count()
@@ -325,8 +465,7 @@ func scan(secs []section) (*module, []section, error) {
 					sr.u32()
 					m.importedFuncs++
 				case 0x01: // table
-					sr.refType()
-					sr.limits()
+					return nil, nil, errors.New("the module imports a table; a module must define its own")
 				case 0x02: // memory
 					sr.limits()
 					m.hasMemory = true
@@ -350,7 +489,25 @@ func scan(secs []section) (*module, []section, error) {
 			if sr.count() > 0 {
 				m.hasMemory = true
 			}
-		case secTable, secTag:
+		case secTable:
+			n := sr.count()
+			for i := uint32(0); i < n && sr.err == nil; i++ {
+				var t table
+				sr.refType()
+				if sr.err == nil {
+					t.ref = sr.b[sr.off-1]
+				}
+				switch flags := sr.byte(); flags {
+				case 0x00:
+					t.min = sr.u32()
+				case 0x01:
+					t.min, t.max, t.hasMax = sr.u32(), sr.u32(), true
+				default:
+					sr.fail(fmt.Sprintf("table limits flags %#x", flags))
+				}
+				m.tables = append(m.tables, t)
+			}
+		case secTag:
 			sr.count()
 		case secStart:
 			m.start, m.hasStart = sr.u32(), true
@@ -361,7 +518,7 @@ func scan(secs []section) (*module, []section, error) {
 			for i := uint32(0); i < n && sr.err == nil; i++ {
 				name := sr.name()
 				switch name {
-				case InterruptGlobal, OOMGlobal, BudgetGlobal, StartFunc:
+				case InterruptGlobal, OOMGlobal, BudgetGlobal, StackGlobal, StartFunc:
 					return nil, nil, fmt.Errorf("the module already exports %s", name)
 				}
 				sr.byte()
@@ -395,7 +552,7 @@ func scan(secs []section) (*module, []section, error) {
 			return nil, nil, fmt.Errorf("section %d: %w", s.id, sr.err)
 		}
 		switch s.id {
-		case secType, secImport, secFunction, secStart, secExport, secElement, secData, secDataCnt:
+		case secType, secImport, secFunction, secTable, secStart, secExport, secElement, secData, secDataCnt:
 			if sr.off != len(s.body) {
 				return nil, nil, fmt.Errorf("section %d: %d bytes after its content", s.id, len(s.body)-sr.off)
 			}
@@ -547,8 +704,42 @@ func countSeq(budget, slow uint32) []byte {
 }
 
 // rewriteCode rewrites every function body of a code section.
-func rewriteCode(sec []byte, m *module, budget, slowFunc, growFunc uint32, st *Stats) ([]byte, error) {
-	call := appendU32([]byte{0x10}, growFunc)
+// codeIndices are what rewriteCode adds calls and checks to.
+type codeIndices struct {
+	budget, slow, grow, depth, stackHit uint32 // global and function indices
+	firstBlockType                      uint32 // type index of Stats.blockTypes[0]
+}
+
+// depthEntry adds w to $depth and traps if it passes limit.
+func depthEntry(c codeIndices, w, limit uint32) []byte {
+	b := []byte{0x23}
+	b = appendU32(b, c.depth)
+	b = append(b, 0x41)
+	b = appendS32(b, int32(w))
+	b = append(b, 0x6A, 0x24) // i32.add; global.set
+	b = appendU32(b, c.depth)
+	b = append(b, 0x23)
+	b = appendU32(b, c.depth)
+	b = append(b, 0x41)
+	b = appendS32(b, int32(limit))
+	b = append(b, 0x4B, 0x04, 0x40, 0x41, 0x01, 0x24) // i32.gt_u; if; i32.const 1; global.set $stackHit
+	b = appendU32(b, c.stackHit)
+	return append(b, 0x00, 0x0B) // unreachable; end
+}
+
+// depthExit takes w from $depth.
+func depthExit(c codeIndices, w uint32) []byte {
+	b := []byte{0x23}
+	b = appendU32(b, c.depth)
+	b = append(b, 0x41)
+	b = appendS32(b, int32(w))
+	b = append(b, 0x6B, 0x24) // i32.sub; global.set
+	return appendU32(b, c.depth)
+}
+
+func rewriteCode(sec []byte, m *module, c codeIndices, lim Limits, st *Stats) ([]byte, error) {
+	budget, slowFunc := c.budget, c.slow
+	call := appendU32([]byte{0x10}, c.grow)
 	r := &reader{b: sec}
 	n := r.count()
 	if r.err != nil {
@@ -567,6 +758,10 @@ func rewriteCode(sec []byte, m *module, budget, slowFunc, growFunc uint32, st *S
 		if r.err != nil {
 			return nil, fmt.Errorf("code section: function %d: %w", i, r.err)
 		}
+		if len(fb) > lim.FunctionBytes {
+			return nil, fmt.Errorf("code section: function %d has a body of %d bytes; at most %d are allowed", i, len(fb), lim.FunctionBytes)
+		}
+		st.MaxFunctionBytes = max(st.MaxFunctionBytes, len(fb))
 		fr := &reader{b: fb}
 		ndecl := fr.count()
 		var locals uint64
@@ -584,11 +779,38 @@ func rewriteCode(sec []byte, m *module, budget, slowFunc, growFunc uint32, st *S
 			return nil, fmt.Errorf("code section: more than %d locals in all", maxTotalLocals)
 		}
 		check := countSeq(budget, slowFunc)
-		res, err := rewriteBody(fb[fr.off:], check, call, code[:0])
+		res, err := rewriteBody(fb[fr.off:], check, call, nil, code[:0], lim)
 		if err != nil {
 			return nil, fmt.Errorf("code section: function %d: %w", i, err)
 		}
+		var w uint32
+		if res.calls {
+			// A function that makes calls counts its frame in $depth while
+			// it runs: on entry, and back before each return and after a
+			// block around its body that every other exit (the end, a
+			// branch to the function's label) leaves.
+			typ := m.funcTypes[i]
+			w = uint32(1 + (uint64(m.params[typ])+locals)/4 + uint64(len(fb))/4096)
+			if res, err = rewriteBody(fb[fr.off:], check, call, depthExit(c, w), code[:0], lim); err != nil {
+				return nil, fmt.Errorf("code section: function %d: %w", i, err)
+			}
+		}
 		code = res.code
+		st.MaxNesting = max(st.MaxNesting, res.nesting)
+		st.MaxBrTable = max(st.MaxBrTable, res.brTable)
+		st.Blocks += res.blocks
+		st.BrTableTargets += res.targets
+		st.CodeBytes += len(fb)
+		cost := int64(len(fb)) + BlockCost*int64(res.blocks+res.targets) + res.depthCost
+		if cost > lim.FunctionCost {
+			return nil, fmt.Errorf("code section: function %d would cost %d to compile (%d bytes, %d blocks, %d br_table targets); at most %d is allowed",
+				i, cost, len(fb), res.blocks, res.targets, lim.FunctionCost)
+		}
+		st.MaxFunctionCost = max(st.MaxFunctionCost, cost)
+		if st.Cost += cost; st.Cost > lim.ModuleCost {
+			return nil, fmt.Errorf("code section: the functions up to %d would cost more than %d to compile (%d bytes of code, %d blocks, %d br_table targets so far)",
+				i, lim.ModuleCost, st.CodeBytes, st.Blocks, st.BrTableTargets)
+		}
 		st.Functions++
 		st.Loops += res.loops
 		st.MemoryGrow += res.grows
@@ -596,8 +818,18 @@ func rewriteCode(sec []byte, m *module, budget, slowFunc, growFunc uint32, st *S
 		if res.calls {
 			body = append(body, check...)
 			st.Entries++
+			if len(code) == 0 || code[len(code)-1] != 0x0B {
+				return nil, fmt.Errorf("code section: function %d does not end with end", i)
+			}
+			body = append(body, depthEntry(c, w, lim.StackUnits)...)
+			body = append(body, 0x02)
+			body = appendBlockType(body, m.results[m.funcTypes[i]], c.firstBlockType, st)
+			body = append(body, code...) // its end closes the block
+			body = append(body, depthExit(c, w)...)
+			body = append(body, 0x0B)
+		} else {
+			body = append(body, code...)
 		}
-		body = append(body, code...)
 		out = appendU32(out, uint32(len(body)))
 		out = append(out, body...)
 	}
@@ -608,26 +840,74 @@ func rewriteCode(sec []byte, m *module, budget, slowFunc, growFunc uint32, st *S
 }
 
 type bodyResult struct {
-	code         []byte
-	loops, grows int
-	calls        bool
+	code             []byte
+	loops, grows     int
+	calls            bool
+	nesting, brTable int   // the deepest nesting and the largest br_table
+	blocks, targets  int   // blocks, loops and ifs; br_table targets
+	depthCost        int64 // the blocks' depths/16, summed
+}
+
+// appendBlockType appends the block type of a block with the given
+// results: empty, one value type, or a type index (s33) of an added type.
+func appendBlockType(b, results []byte, first uint32, st *Stats) []byte {
+	switch len(results) {
+	case 0:
+		return append(b, 0x40)
+	case 1:
+		return append(b, results[0])
+	}
+	k := -1
+	for j, r := range st.blockTypes {
+		if string(r) == string(results) {
+			k = j
+		}
+	}
+	if k < 0 {
+		k = len(st.blockTypes)
+		st.blockTypes = append(st.blockTypes, results)
+	}
+	return appendS32(b, int32(first)+int32(k))
 }
 
 // rewriteBody copies one function's instructions into out, adding a check
-// after each loop header and redirecting memory.grow.
-func rewriteBody(in, check, call, out []byte) (bodyResult, error) {
+// after each loop header, redirecting memory.grow and, if beforeReturn is
+// not nil, putting it before each return; it checks the body against lim.
+func rewriteBody(in, check, call, beforeReturn, out []byte, lim Limits) (bodyResult, error) {
 	var res bodyResult
 	r := &reader{b: in}
+	depth := 0
 	for r.off < len(in) && r.err == nil {
 		start := r.off
 		op := r.byte()
 		switch {
-		case op == 0x03: // loop bt
-			r.blockType()
-			out = append(out, in[start:r.off]...)
-			out = append(out, check...)
-			res.loops++
-			continue
+		case op == 0x02 || op == 0x03 || op == 0x04: // block, loop, if
+			if depth++; depth > lim.Nesting {
+				return res, fmt.Errorf("at offset %d: blocks nest more than %d deep", start, lim.Nesting)
+			}
+			res.nesting = max(res.nesting, depth)
+			res.blocks++
+			res.depthCost += int64(depth / 16)
+			if op == 0x03 { // loop bt
+				r.blockType()
+				out = append(out, in[start:r.off]...)
+				out = append(out, check...)
+				res.loops++
+				continue
+			}
+		case op == 0x0B:
+			depth--
+		case op == 0x0F && beforeReturn != nil: // return
+			out = append(out, beforeReturn...)
+		case op == 0x0E: // br_table: check its size before skipping it
+			save := r.off
+			n := r.count()
+			if r.err == nil && int64(n) > int64(lim.BrTableTargets) {
+				return res, fmt.Errorf("at offset %d: a br_table of %d targets; at most %d are allowed", start, n, lim.BrTableTargets)
+			}
+			res.brTable = max(res.brTable, int(n))
+			res.targets += int(n)
+			r.off = save
 		case op == 0x40: // memory.grow memidx
 			if m := r.u32(); m != 0 && r.err == nil {
 				return res, fmt.Errorf("memory.grow of memory %d at offset %d: only one memory is supported", m, start)

@@ -242,3 +242,65 @@ func FuzzRewrite(f *testing.F) {
 		m.Close(ctx)
 	})
 }
+
+// The call-stack count returns to zero whatever way a function that makes
+// calls exits (its end, a return, a br_if to its label) and whatever its
+// results (one, or several through an added block type): 400,000 calls
+// would pass StackUnits otherwise.
+func TestStackCountIsBalanced(t *testing.T) {
+	leaf := wt.Func{Type: wt.TypeI32ToI32, Body: []byte{0x20, 0x00, 0x0B}}
+	exits := wt.Func{Type: wt.TypeI32ToI32, Body: []byte{
+		0x20, 0x00, 0x10, 0x04, 0x1A, // call leaf; drop
+		0x20, 0x00, 0x41, 0x01, 0x46, 0x04, 0x40, 0x41, 0x0A, 0x0F, 0x0B, // if x == 1: return 10
+		0x41, 0x14, 0x20, 0x00, 0x41, 0x02, 0x46, 0x0D, 0x00, // 20; br_if 0 (x == 2)
+		0x1A, 0x41, 0x28, 0x0B, // drop; 40
+	}}
+	loop := wt.Func{Type: wt.TypeI32ToI32, Locals: wt.Vec(append(wt.U32(2), wt.I32)), Export: "loop", Body: []byte{
+		0x02, 0x40, 0x03, 0x40,
+		0x20, 0x01, 0x20, 0x00, 0x4F, 0x0D, 0x01, // i >= n: out
+		0x20, 0x02,
+		0x20, 0x01, 0x41, 0x03, 0x71, 0x10, 0x05, 0x6A, // + exits(i & 3)
+		0x20, 0x01, 0x41, 0x03, 0x71, 0x10, 0x07, 0x1A, 0x6A, // + first of multi(i & 3)
+		0x21, 0x02,
+		0x20, 0x01, 0x41, 0x01, 0x6A, 0x21, 0x01, // i++
+		0x0C, 0x00, 0x0B, 0x0B,
+		0x20, 0x02, 0x0B,
+	}}
+	multi := wt.Func{Type: wt.TypeExtra, Body: []byte{0x20, 0x00, 0x10, 0x04, 0x42, 0x07, 0x0B}} // (leaf(x), 7)
+	wasm := wt.Module{Version: 1, Transform: []byte{0x42, 0x00, 0x0B},
+		Types: [][]byte{wt.FuncType([]byte{wt.I32}, []byte{wt.I32, wt.I64})},
+		Extra: []wt.Func{leaf, exits, loop, multi}}.Build()
+	out, st, err := Rewrite(wasm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.blockTypes) != 1 {
+		t.Errorf("%d block types added, want 1 (for multi's two results)", len(st.blockTypes))
+	}
+	mod := instantiate(t, out, 0)
+	const n = 400_000
+	res, err := mod.ExportedFunction("loop").Call(context.Background(), n)
+	if err != nil {
+		t.Fatalf("loop(%d): %v", n, err)
+	}
+	if want := uint64(n / 4 * (40 + 10 + 20 + 40 + 0 + 1 + 2 + 3)); res[0] != want {
+		t.Errorf("loop(%d) = %d, want %d", n, res[0], want)
+	}
+	if hit := mod.ExportedGlobal(StackGlobal).Get(); hit != 0 {
+		t.Errorf("%s = %d", StackGlobal, hit)
+	}
+}
+
+// Endless recursion traps on the stack bound, setting StackGlobal.
+func TestStackBoundTraps(t *testing.T) {
+	rec := wt.Func{Type: wt.TypeVoid, Body: []byte{0x10, 0x04, 0x0B}, Export: "rec"}
+	out, _, err := Rewrite(testModule(rec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mod := instantiate(t, out, 0)
+	_, err = mod.ExportedFunction("rec").Call(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "unreachable") || mod.ExportedGlobal(StackGlobal).Get() != 1 {
+		t.Fatalf("endless recursion: %v, %s = %d; want unreachable and 1", err, StackGlobal, mod.ExportedGlobal(StackGlobal).Get())
+	}
+}

@@ -107,6 +107,19 @@ type Module struct {
 	TransformLocals []byte
 	Extra           []Func // more functions, after the four ABI ones
 	Start           int    // 1 + the index into Extra of the start function; 0 for none
+	Tables          []Table
+	// Types are more function types (FuncType), after the ones every
+	// module declares: the first is type index TypeExtra.
+	Types [][]byte
+}
+
+// TypeExtra is the index of the first of Module.Types.
+const TypeExtra = 6
+
+// Table is a funcref table the module defines.
+type Table struct {
+	Min, Max uint32
+	HasMax   bool
 }
 
 // Build assembles the module.
@@ -144,12 +157,27 @@ func (m Module) Build() []byte {
 	if pages == 0 {
 		pages = 1
 	}
-	secs := [][]byte{Section(1, Vec(sluiceTypes...))}
+	secs := [][]byte{Section(1, Vec(append(append([][]byte{}, sluiceTypes...), m.Types...)...))}
 	if len(imports) > 0 {
 		secs = append(secs, Section(2, Vec(imports...)))
 	}
+	secs = append(secs, Section(3, Vec(decls...)))
+	if len(m.Tables) > 0 {
+		var tables [][]byte
+		for _, t := range m.Tables {
+			e := []byte{0x70, 0x00}
+			if t.HasMax {
+				e[1] = 0x01
+			}
+			e = append(e, U32(t.Min)...)
+			if t.HasMax {
+				e = append(e, U32(t.Max)...)
+			}
+			tables = append(tables, e)
+		}
+		secs = append(secs, Section(4, Vec(tables...)))
+	}
 	secs = append(secs,
-		Section(3, Vec(decls...)),
 		Section(5, Vec(append([]byte{0x00}, U32(pages)...))),
 		Section(7, Vec(exports...)),
 	)

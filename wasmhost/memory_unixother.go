@@ -1,0 +1,5 @@
+//go:build unix && !linux
+
+package wasmhost
+
+const mapNoReserve = 0
