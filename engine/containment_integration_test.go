@@ -288,3 +288,34 @@ func TestPoisonRecordsDoNotTripCrashLoop(t *testing.T) {
 		t.Errorf("%d distinct offsets landed, want %d", got, want)
 	}
 }
+
+// TestReadinessNamesMissingTopic: a configured topic that does not exist
+// makes /readyz say so (before: 200, and nothing logged, while nothing was
+// consumed from it); once it is created, it is consumed.
+func TestReadinessNamesMissingTopic(t *testing.T) {
+	e := newEnv(t, "logs", 1)
+	cfg := e.config(t, "missing-topic", "logs")
+	cfg.Kafka.Topics = []string{"logs", "later"}
+	p, stop := run(t, cfg)
+	for {
+		ok, why := p.Ready()
+		if !ok && strings.Contains(why, "topics do not exist: later") {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := e.kafka.CreateTopic(context.Background(), "later", 1); err != nil {
+		t.Fatal(err)
+	}
+	produceLines(t, e.kafka, "later", 5, 1000)
+	waitRows(t, e.ch, 1000, time.Minute)
+	for {
+		if _, why := p.Ready(); !strings.Contains(why, "topics do not exist") {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+}

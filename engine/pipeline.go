@@ -50,6 +50,9 @@ type Pipeline struct {
 	// made its final commit: the revoke that leaving the group causes has
 	// nothing left to wait for.
 	drained atomic.Bool
+	// missingTopics are consumed topics the brokers do not know, nil when
+	// all exist (see watchTopics).
+	missingTopics atomic.Pointer[[]string]
 	ping    pingCache
 
 	pausedMu sync.Mutex
@@ -275,6 +278,11 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		// The poll loop also checks after every poll.
 		every(pollCtx, 10*time.Millisecond, p.checkFlow)
 	}()
+	topicsDone := make(chan struct{})
+	go func() {
+		defer close(topicsDone)
+		p.watchTopics(pollCtx)
+	}()
 
 	var (
 		runErr      error
@@ -296,6 +304,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	<-pollDone
 	<-commitDone
 	<-flowDone
+	<-topicsDone
 
 	start := time.Now()
 	commitReserve := min(p.cfg.ShutdownTimeout/5, 5*time.Second)
@@ -628,6 +637,9 @@ func (p *Pipeline) Ready() (bool, string) {
 		return false, "not consuming: starting, draining or stopped"
 	}
 	if why := p.modulePaused(); why != "" {
+		return false, why
+	}
+	if why := p.topicsMissing(); why != "" {
 		return false, why
 	}
 	for _, r := range p.routes {
