@@ -53,7 +53,7 @@ type Pipeline struct {
 	// missingTopics are consumed topics the brokers do not know, nil when
 	// all exist (see watchTopics).
 	missingTopics atomic.Pointer[[]string]
-	ping    pingCache
+	ping          pingCache
 
 	pausedMu sync.Mutex
 	paused   map[topicPartition]bool // partitions paused for a failing module
