@@ -172,6 +172,12 @@ func (c *Config) Validate() error {
 		if c.Addr == "" {
 			return fmt.Errorf("clickhouse.addr is required")
 		}
+		if strings.Contains(c.Addr, "://") {
+			return fmt.Errorf("clickhouse.addr: %q is a URL; give the native protocol's host:port (the server's tcp_port, 9000 by default), or set transport: http and http_addr", c.Addr)
+		}
+		if _, port, err := net.SplitHostPort(c.Addr); err != nil || port == "" {
+			return fmt.Errorf("clickhouse.addr: %q: want host:port of the native protocol (the server's tcp_port, 9000 by default)", c.Addr)
+		}
 	case TransportHTTP:
 		if c.HTTPAddr == "" {
 			return fmt.Errorf("clickhouse.http_addr is required with transport http")

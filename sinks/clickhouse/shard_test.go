@@ -183,6 +183,8 @@ func TestConfigValidate(t *testing.T) {
 		err  string
 	}{
 		{"native needs addr", Config{}, "clickhouse.addr is required"},
+		{"addr as a URL", Config{Addr: "http://h:8123"}, "is a URL; give the native protocol's host:port"},
+		{"addr without port", Config{Addr: "h"}, "want host:port of the native protocol"},
 		{"http needs http_addr", Config{Transport: "http", Addr: "h:9000"}, "clickhouse.http_addr is required"},
 		{"bad transport", Config{Transport: "grpc", Addr: "h:1"}, "clickhouse.transport"},
 		{"bad http_addr", Config{Transport: "http", HTTPAddr: "nohost"}, "clickhouse.http_addr"},
