@@ -33,7 +33,12 @@ const (
 // Config configures the sink. The zero value of every field means its
 // documented default; Validate applies the defaults.
 type Config struct {
-	// Transport is "native" (default) or "http".
+	// Transport is "native" (default) or "http". Over HTTP to a server
+	// that does not convert Native columns to the table's types (18.16;
+	// 26.9 has input_format_native_allow_types_conversion), a table with a
+	// LowCardinality column other than LowCardinality(String) and
+	// LowCardinality(Nullable(String)), or with one nested in Array, Map,
+	// Tuple or Nullable, is refused at discovery: use native for it.
 	Transport string `yaml:"transport"`
 	// Addr is the server's native protocol address, host:port. Required
 	// with transport native. With routing shards it is only the server the
