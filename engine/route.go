@@ -437,6 +437,7 @@ func (p *Pipeline) AdminHandler(audit *slog.Logger) (http.Handler, error) {
 		Store: p.store, Auth: auth, Tenants: p.Tenants(),
 		Validator: p, Activator: p, Audit: audit,
 		MaxModuleBytes: p.cfg.Admin.MaxModuleBytes,
+		CheckTimeout:   p.cfg.Admin.CheckTimeout,
 		CacheDir:       p.rtConfig.CacheDir,
 	})
 }

@@ -67,6 +67,11 @@ type AdminConfig struct {
 	StoreDir string `yaml:"store_dir"`
 	// MaxModuleBytes caps an upload. Default 32 MiB.
 	MaxModuleBytes int64 `yaml:"max_module_bytes"`
+	// CheckTimeout bounds the check of an upload or an activation
+	// (compile, ABI, init with the live schemas, dry run): past it the
+	// check is stopped, the client gets 503 and nothing changes. Default
+	// 60s.
+	CheckTimeout time.Duration `yaml:"check_timeout"`
 	// AdminTokens are the hashes of the tokens that manage every tenant.
 	AdminTokens []string `yaml:"admin_tokens"`
 }
@@ -96,6 +101,12 @@ func (a *AdminConfig) validate(tenants bool) error {
 	}
 	if a.MaxModuleBytes < 0 {
 		return fmt.Errorf("admin.max_module_bytes must be positive")
+	}
+	if a.CheckTimeout == 0 {
+		a.CheckTimeout = 60 * time.Second
+	}
+	if a.CheckTimeout < 0 {
+		return fmt.Errorf("admin.check_timeout must be positive")
 	}
 	for i, h := range a.AdminTokens {
 		if _, err := tenancy.NewAuth([]string{h}, nil); err != nil {

@@ -177,9 +177,10 @@ func cmdRun(args []string, stderr io.Writer) int {
 			scheme = "https"
 		}
 		// Uploads are up to admin.max_module_bytes; a slow client gets a
-		// minute to send one.
+		// minute to send one, and the answer comes within the check's
+		// own bound after that.
 		srv := &http.Server{Handler: admin, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: time.Minute,
-			WriteTimeout: 2 * time.Minute, IdleTimeout: 2 * time.Minute}
+			WriteTimeout: time.Minute + cfg.Admin.CheckTimeout + 30*time.Second, IdleTimeout: 2 * time.Minute}
 		go func() { _ = srv.Serve(ln) }()
 		defer srv.Close()
 		log.Info("serving the module admin API", "url", scheme+"://"+ln.Addr().String())

@@ -86,6 +86,8 @@ observability:
 admin:
   listen: %s
   store_dir: %s
+  # The check compiles the module in this race-instrumented process.
+  check_timeout: 10m
 tenants:
   - id: acme
     tokens: ["%s"]
