@@ -43,6 +43,16 @@ func drawChart(path string, res *result) error {
 	if s := res.SideBySide; s != nil {
 		rate = append(rate, series{name: "sluice json (side by side)", c: palette[2], pts: landedSeries(s.Sluice.samples)})
 		rate = append(rate, series{name: "clickhouse kafka engine json", c: palette[1], pts: landedSeries(s.KafkaEngine.samples)})
+		for i, f := range []*drainFigures{s.KafkaEngineFlush500, s.SluiceAvro, s.KafkaEngineAvro, s.KafkaEngineAvroFlush500} {
+			if f == nil {
+				continue
+			}
+			name := "sluice avro (side by side)"
+			if f.System != "sluice" {
+				name = fmt.Sprintf("clickhouse kafka engine %s flush %d ms", f.Format, f.KafkaFlushIntervalMs)
+			}
+			rate = append(rate, series{name: name, c: palette[(i+3)%len(palette)], pts: landedSeries(f.samples), dashed: f.Format == "avro"})
+		}
 	}
 	if len(rate) > 0 {
 		panels = append(panels, func(img *image.RGBA, top int) {
