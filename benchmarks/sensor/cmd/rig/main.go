@@ -1,5 +1,7 @@
 // Command rig runs the sensor-batch workload end to end (benchmarks/README.md):
-// it starts a private ClickHouse 18.16 server and Kafka 4.1 broker
+// it starts a private ClickHouse server — 26.9 (chdb-core's clickhouse-local
+// serving TCP and HTTP) with the workload's published table layout, or
+// 18.16 with its compatibility layout (-server) — and a Kafka 4.1 broker
 // (internal/testinfra), builds the sluice binary and the sensor-batch
 // modules from the working tree, and measures
 //
@@ -8,17 +10,21 @@
 //     sluice binary, landed rows/s from ClickHouse and rows per second of
 //     sluice CPU;
 //   - sustained: open-loop production at 50% and 80% of the drain
-//     throughput, with end-to-end latency;
+//     throughput, with end-to-end latency from ingest_ts (now64(6) on 26.9);
 //   - side by side: the JSON form of the corpus drained by ClickHouse's own
-//     Kafka engine + materialized view, then by sluice with the JSON module.
+//     Kafka engine + materialized view, then by sluice with the JSON module;
+//     on 26.9 also the Avro corpus (the engine reading AvroConfluent from a
+//     loopback schema registry), and the engine at its default
+//     kafka_flush_interval_ms and at 500 ms.
 //
 // Every arm ends with the correctness gates, after the pipeline has
 // quiesced. Results are appended as one JSON line to
 // benchmarks/results/sensor-batch.jsonl, and drawn in
 // benchmarks/results/sensor-batch.png.
 //
-//	go run ./benchmarks/sensor/cmd/rig                 # quick profile, about 3 minutes
-//	go run ./benchmarks/sensor/cmd/rig -profile full   # 20M rows drained
+//	go run ./benchmarks/sensor/cmd/rig                        # quick profile on 26.9
+//	go run ./benchmarks/sensor/cmd/rig -profile full          # 20M rows drained
+//	go run ./benchmarks/sensor/cmd/rig -server 18.16          # the compatibility arm
 package main
 
 import (

@@ -18,8 +18,8 @@ import (
 // {"schema": "<sensor_batch.avsc as a JSON string>"}, on loopback.
 type schemaRegistry struct {
 	URL string
-	srv *http.Server
-	ln  net.Listener
+	srv    *http.Server
+	served chan struct{} // closed when Serve has returned
 }
 
 // avscPath is the workload's schema, a verbatim copy of the published one.
@@ -46,9 +46,12 @@ func startSchemaRegistry() (*schemaRegistry, error) {
 		w.Header().Set("Content-Type", "application/vnd.schemaregistry.v1+json")
 		_, _ = w.Write(body)
 	})
-	r := &schemaRegistry{URL: "http://" + ln.Addr().String(), ln: ln,
+	r := &schemaRegistry{URL: "http://" + ln.Addr().String(), served: make(chan struct{}),
 		srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}}
-	go func() { _ = r.srv.Serve(ln) }()
+	go func() {
+		defer close(r.served)
+		_ = r.srv.Serve(ln)
+	}()
 	return r, nil
 }
 
@@ -56,4 +59,5 @@ func (r *schemaRegistry) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = r.srv.Shutdown(ctx)
+	<-r.served
 }
