@@ -17,7 +17,7 @@ import (
 // engine's AvroConfluent needs: GET /schemas/ids/1 answers
 // {"schema": "<sensor_batch.avsc as a JSON string>"}, on loopback.
 type schemaRegistry struct {
-	URL string
+	URL    string
 	srv    *http.Server
 	served chan struct{} // closed when Serve has returned
 }
