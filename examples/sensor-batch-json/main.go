@@ -42,7 +42,7 @@ func (m *module) Transform(rec *sluice.Record, out *sluice.Output) error {
 	if err := m.dec.Reset(rec.Value, h); err != nil {
 		return err
 	}
-	if err := sensor.CheckHeader(h); err != nil {
+	if err := m.target.CheckHeader(h); err != nil {
 		return err
 	}
 	for m.dec.Next(e) {

@@ -19,6 +19,13 @@ func TestGolden(t *testing.T) {
 	tabletest.CheckGolden(t, rows, testdata+"rows.txt")
 }
 
+// TestGoldenModern is TestGolden into the modern layout (DateTime64).
+func TestGoldenModern(t *testing.T) {
+	in := tabletest.NewInstance(t, &module{}, nil, tabletest.TableModern)
+	rows := tabletest.RowsIn(t, in, tabletest.ReadCorpus(t, testdata+"json.bin"), tabletest.TableModern)
+	tabletest.CheckGolden(t, rows, testdata+"rows.txt")
+}
+
 func run(t *testing.T, values ...string) []sluicetest.Result {
 	t.Helper()
 	msgs := make([][]byte, len(values))

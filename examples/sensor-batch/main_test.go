@@ -21,6 +21,52 @@ func TestGolden(t *testing.T) {
 	tabletest.CheckGolden(t, rows, "testdata/rows.txt")
 }
 
+// TestGoldenModern is TestGolden into the modern layout: the same rows,
+// with batch_ts and send_ts as DateTime64.
+func TestGoldenModern(t *testing.T) {
+	in := tabletest.NewInstance(t, &module{}, nil, tabletest.TableModern)
+	rows := tabletest.RowsIn(t, in, tabletest.ReadCorpus(t, "testdata/avro.bin"), tabletest.TableModern)
+	tabletest.CheckGolden(t, rows, "testdata/rows.txt")
+}
+
+// TestModernRanges: a timestamp outside DateTime64's range (1900 to
+// 2299) is dead-lettered in the modern layout; one before 1970, which
+// the 18.16 layout refuses, is written.
+func TestModernRanges(t *testing.T) {
+	withSend := func(tsMs, sendUs int64) enc {
+		return enc{0, 0, 0, 0, 1}.long(7).str("sensor-1").long(1).str("region-1").long(tsMs).long(sendUs).
+			long(1).event(0, "ms", 0.5).long(0)
+	}
+	in := tabletest.NewInstance(t, &module{}, nil, tabletest.TableModern)
+	res := tabletest.Results(t, in, [][]byte{
+		withSend(-1, 42),
+		withSend(-2208988800001, 42),
+		withSend(10413792000000, 42),
+		withSend(1772000000007, 10413792000000000),
+		withSend(1772000000007, 1772000000007000),
+	})
+	for i, want := range []string{"", "batch_ts_ms -2208988800001 is outside the range of DateTime64",
+		"batch_ts_ms 10413792000000 is outside the range of DateTime64", "send_ts_us 10413792000000000 is outside the range of DateTime64", ""} {
+		r := res[i]
+		if want == "" {
+			if r.Failed || len(r.Rows) != 1 {
+				t.Errorf("record %d: %+v, want one row", i, r)
+			}
+			continue
+		}
+		if !r.Failed || len(r.Rows) != 0 || !strings.Contains(r.Err, want) {
+			t.Errorf("record %d: %+v, want an error containing %q", i, r, want)
+		}
+	}
+	v, err := sluicetest.DecodeRow(tabletest.TableModern.Columns, res[4].Rows[0].Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := tabletest.RowText(v), "7\t0\tsensor-1\tregion-1\tMETRIC_1\tms\t1000\t1000000\t0.5\t[]\t1772000000\t7\t1772000000007000"; got != want {
+		t.Errorf("row:\n\t got %s\n\twant %s", got, want)
+	}
+}
+
 // enc builds Avro by hand for the malformed cases.
 type enc []byte
 
@@ -133,6 +179,8 @@ func TestBlocks(t *testing.T) {
 func TestInit(t *testing.T) {
 	modern := tabletest.Table("sensor_events", table.ColumnsModern)
 	other := tabletest.Table("sensor_events", table.Columns18[:12])
+	modernMicroBatch := tabletest.Table("sensor_events", append(append([]sluice.Column(nil), table.ColumnsModern[:10]...),
+		sluice.Col("batch_ts", "DateTime64(6)"), sluice.Col("send_ts", "DateTime64(6)")))
 	for _, tt := range []struct {
 		params []sluicetest.Param
 		tables []sluicetest.Table
@@ -143,10 +191,9 @@ func TestInit(t *testing.T) {
 		{nil, []sluicetest.Table{{Name: "logs"}}, `sluice: the pipeline has no target table "sensor_events" (tables: "logs")`},
 		{nil, []sluicetest.Table{other}, `sensor-batch needs the sensor_events table of examples/sensor-batch/schema.sql: ` +
 			`sluice: table "sensor_events" does not have the columns this module writes: missing column #13 send_ts_us Int64`},
-		{nil, []sluicetest.Table{modern}, `sensor-batch: table "sensor_events" has the modern layout (DateTime64), which this module cannot write: ` +
-			`sluice: table "sensor_events" does not have the columns this module writes: ` +
-			`column #11 batch_ts: type "DateTime64(3)": DateTime64 is not supported by the guest ABI; ` +
-			`column #12 send_ts: type "DateTime64(6)": DateTime64 is not supported by the guest ABI`},
+		{nil, []sluicetest.Table{modern}, ""},
+		{nil, []sluicetest.Table{modernMicroBatch}, `sensor-batch needs the sensor_events table of examples/sensor-batch/schema.sql (modern layout, DateTime64): ` +
+			`sluice: table "sensor_events" does not have the columns this module writes: column #11 is batch_ts DateTime64(6), want batch_ts DateTime64(3)`},
 	} {
 		in := sluicetest.InitPayload(tt.params, tt.tables)
 		if got := sluice.NewInstance(&module{}).Init(in); got != tt.want {

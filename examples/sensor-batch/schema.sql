@@ -15,9 +15,9 @@ CREATE TABLE sensor_events (
   ingest_ts DateTime MATERIALIZED now()
 ) ENGINE = MergeTree ORDER BY (sensor, batch_ts, batch_id, event_seq);
 
--- The reference table, for a modern server. The modules recognise it (a
--- DateTime64 batch_ts) but refuse it at init for now: the guest SDK cannot
--- write DateTime64 yet (see README.md).
+-- The reference table, for a modern server (the rig's primary figure runs on
+-- ClickHouse 26.9). The modules tell it from a DateTime64 batch_ts at init
+-- and write batch_ts and send_ts as DateTime64 ticks.
 --
 -- CREATE TABLE sensor_events (
 --   batch_id UInt64, event_seq UInt16,

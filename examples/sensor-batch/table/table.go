@@ -74,20 +74,45 @@ func Find(cfg *sluice.Config, module string) (*Target, error) {
 		return nil, err
 	}
 	if isModern(t) {
-		// The modern layout's DateTime64 columns are Int64 ticks in
-		// RowBinary (milliseconds for batch_ts, microseconds for send_ts:
-		// sensor.ModernTicks), but the guest SDK does not write DateTime64
-		// yet: Expect reports it as a column the SDK cannot write, and a
-		// module built with an SDK that can would write the ticks there.
 		if err := t.Expect(ColumnsModern...); err != nil {
-			return nil, fmt.Errorf("%s: table %q has the modern layout (DateTime64), which this module cannot write: %w", module, name, err)
+			return nil, fmt.Errorf("%s needs the sensor_events table of examples/sensor-batch/schema.sql (modern layout, DateTime64): %w", module, err)
 		}
-		return nil, fmt.Errorf("%s: table %q has the modern layout (DateTime64); this build of the module writes only the ClickHouse 18.16 layout", module, name)
+		return &Target{T: t, Layout: LayoutModern}, nil
 	}
 	if err := t.Expect(Columns18...); err != nil {
 		return nil, fmt.Errorf("%s needs the sensor_events table of examples/sensor-batch/schema.sql: %w", module, err)
 	}
 	return &Target{T: t, Layout: Layout18}, nil
+}
+
+// The range of DateTime64 that ClickHouse documents, 1900-01-01 00:00:00
+// to 2299-12-31 23:59:59.999999 UTC, in milliseconds and microseconds.
+const (
+	minTs64Ms = -2208988800000
+	maxTs64Ms = 10413791999999
+	minTs64Us = minTs64Ms * 1000
+	maxTs64Us = maxTs64Ms*1000 + 999
+)
+
+// CheckHeader checks what the table can hold of a header: for the 18.16
+// layout, sensor.CheckHeader; for the modern one, a batch_id that is not
+// negative and batch_ts_ms and send_ts_us within DateTime64's range, so
+// that a timestamp in the wrong unit is dead-lettered rather than landing
+// as another date.
+func (t *Target) CheckHeader(h *sensor.Header) error {
+	if t.Layout == Layout18 {
+		return sensor.CheckHeader(h)
+	}
+	if h.BatchID < 0 {
+		return fmt.Errorf("batch_id %d is negative", h.BatchID)
+	}
+	if h.BatchTsMs < minTs64Ms || h.BatchTsMs > maxTs64Ms {
+		return fmt.Errorf("batch_ts_ms %d is outside the range of DateTime64 (1900 to 2299)", h.BatchTsMs)
+	}
+	if h.SendTsUs < minTs64Us || h.SendTsUs > maxTs64Us {
+		return fmt.Errorf("send_ts_us %d is outside the range of DateTime64 (1900 to 2299)", h.SendTsUs)
+	}
+	return nil
 }
 
 func isModern(t *sluice.Table) bool {
@@ -116,9 +141,10 @@ func (t *Target) Yield() {
 
 // WriteEvent applies the transform to event e of batch h: it refuses a seq
 // that event_seq cannot hold, drops the events sensor.Keep drops, and
-// writes the row of the others into the 18.16 layout: region NULL becomes
-// "", value_scaled and name_upper are derived, batch_ts_ms is split into
-// seconds and milliseconds. h must have passed sensor.CheckHeader.
+// writes the row of the others: region NULL becomes "", value_scaled and
+// name_upper are derived; in the 18.16 layout batch_ts_ms is split into
+// seconds and milliseconds, in the modern one batch_ts and send_ts are
+// DateTime64 ticks (sensor.ModernTicks). h must have passed t.CheckHeader.
 func (t *Target) WriteEvent(out *sluice.Output, h *sensor.Header, e *sensor.Event) error {
 	if err := sensor.CheckSeq(e); err != nil {
 		return err
@@ -127,7 +153,6 @@ func (t *Target) WriteEvent(out *sluice.Output, h *sensor.Header, e *sensor.Even
 		return nil
 	}
 	t.upper = sensor.AppendUpper(t.upper[:0], e.Name)
-	sec, ms := sensor.SplitTs(h)
 	w := out.Row(t.T).
 		UInt64(uint64(h.BatchID)).
 		UInt16(uint16(e.Seq)).
@@ -150,5 +175,10 @@ func (t *Target) WriteEvent(out *sluice.Output, h *sensor.Header, e *sensor.Even
 	}
 	w.ArrayString(t.tags)
 	clear(t.tags) // keep no reference to the record
+	if t.Layout == LayoutModern {
+		batchTs, sendTs := sensor.ModernTicks(h)
+		return w.DateTime64(batchTs).DateTime64(sendTs).End()
+	}
+	sec, ms := sensor.SplitTs(h)
 	return w.DateTime(sec).UInt16(ms).Int64(h.SendTsUs).End()
 }

@@ -54,6 +54,9 @@ type drainFigures struct {
 	// Timeline is [seconds, rows landed] at every sample where the count
 	// changed (rows land an insert at a time).
 	Timeline [][2]float64 `json:"timeline"`
+	// KafkaFlushIntervalMs is the Kafka engine's kafka_flush_interval_ms
+	// (the server's default when not set on the table, as it reports it).
+	KafkaFlushIntervalMs int `json:"kafka_flush_interval_ms,omitempty"`
 
 	samples []sample
 }
@@ -102,7 +105,7 @@ func (e *env) gate(ctx context.Context, table string, want sensor.Expectation, m
 	if l.Count, l.Distinct, err = sensor.ParseCount(out); err != nil {
 		return nil, l, err
 	}
-	if out, err = e.query(ctx, sensor.GateSQL(table, l.Count != l.Distinct)); err != nil {
+	if out, err = e.query(ctx, e.layout.GateSQL(table, l.Count != l.Distinct)); err != nil {
 		return nil, l, err
 	}
 	if err := sensor.ParseGate(out, &l); err != nil {
@@ -137,7 +140,7 @@ func (r *rig) runSluice(ctx context.Context, f *drainFigures, wasm string, rows 
 		f.Error = err.Error()
 		return start
 	}
-	if err := e.ch.Exec(ctx, sensor.DDL(f.Table)); err != nil {
+	if err := e.ch.Exec(ctx, e.layout.DDL(f.Table)); err != nil {
 		f.Error = err.Error()
 		return start
 	}
@@ -259,68 +262,188 @@ func (f *drainFigures) summary() string {
 	return s
 }
 
-// sideBySide is the same JSON corpus drained by ClickHouse's Kafka engine
-// and by sluice with the JSON module, one after the other.
+// sideBySide is the same corpus drained by ClickHouse's Kafka engine and
+// by sluice, one after the other, on the same broker. On 18.16 it is the
+// JSON corpus only (18.16 has no Avro input format), the engine at its
+// default flush interval. On 26.9 it is the JSON corpus and the Avro corpus
+// (the engine reading AvroConfluent, the schema from the rig's registry
+// endpoint), the engine at its default kafka_flush_interval_ms and at
+// 500 ms, each drained by a new consumer group.
 type sideBySide struct {
-	Batches     uint64        `json:"batches"`
+	Batches uint64 `json:"batches"`
+	// JSON, the engine at the server's default flush interval.
 	KafkaEngine *drainFigures `json:"kafka_engine"`
 	Sluice      *drainFigures `json:"sluice_json"`
-	// sluice / Kafka engine: landed rows/s from start to the last row (the
-	// target's ratio), the same after the first row (not meaningful when
-	// the engine lands nearly everything in one insert), and rows per
-	// CPU-second of the pipeline (sluice + clickhouse-server, against
-	// clickhouse-server alone).
+	// sluice / Kafka engine on the JSON corpus at the default flush
+	// interval: landed rows/s from start to the last row (the target's
+	// ratio), the same after the first row (not meaningful when the
+	// engine lands nearly everything in one insert), and rows per
+	// CPU-second of the pipeline (sluice + clickhouse, against clickhouse
+	// alone).
 	RatioOverall       float64 `json:"ratio_rows_per_s"`
 	Ratio              float64 `json:"ratio_after_first_rows_per_s"`
 	RatioPerCore       float64 `json:"ratio_rows_per_pipeline_core_s"`
 	KafkaEngineConsume int     `json:"kafka_engine_consumers"`
 	KafkaEngineBlock   int     `json:"kafka_engine_max_block_size"`
+	// 26.9 only: the engine at kafka_flush_interval_ms = 500 on the JSON
+	// corpus, and the Avro corpus at both intervals against sluice's Avro
+	// module.
+	KafkaEngineFlush500     *drainFigures `json:"kafka_engine_flush_500ms,omitempty"`
+	KafkaEngineAvro         *drainFigures `json:"kafka_engine_avro,omitempty"`
+	KafkaEngineAvroFlush500 *drainFigures `json:"kafka_engine_avro_flush_500ms,omitempty"`
+	SluiceAvro              *drainFigures `json:"sluice_avro,omitempty"`
+	// Pairs is every sluice / engine comparison of the run.
+	Pairs []sbsPair `json:"pairs"`
+}
+
+// sbsPair compares sluice with one Kafka-engine arm on the same corpus.
+type sbsPair struct {
+	Format          string  `json:"format"`
+	FlushIntervalMs int     `json:"kafka_flush_interval_ms"`
+	SluiceRowsPerS  float64 `json:"sluice_rows_per_s"`
+	EngineRowsPerS  float64 `json:"engine_rows_per_s"`
+	Ratio           float64 `json:"ratio_rows_per_s"`
+	RatioPerCore    float64 `json:"ratio_rows_per_pipeline_core_s"`
+	BothGatesPass   bool    `json:"both_gates_pass"`
+}
+
+func pair(sl, ke *drainFigures) sbsPair {
+	p := sbsPair{Format: ke.Format, FlushIntervalMs: ke.KafkaFlushIntervalMs, SluiceRowsPerS: sl.RowsPerSec, EngineRowsPerS: ke.RowsPerSec,
+		BothGatesPass: sl.GatesPass && ke.GatesPass && sl.Error == "" && ke.Error == ""}
+	if ke.RowsPerSec > 0 {
+		p.Ratio = sl.RowsPerSec / ke.RowsPerSec
+	}
+	if ke.RowsPerPipelineCoreSec > 0 {
+		p.RatioPerCore = sl.RowsPerPipelineCoreSec / ke.RowsPerPipelineCoreSec
+	}
+	return p
+}
+
+// engineArms are the Kafka-engine arms of every side by side.
+func (s *sideBySide) engineArms() []*drainFigures {
+	var arms []*drainFigures
+	for _, f := range []*drainFigures{s.KafkaEngine, s.KafkaEngineFlush500, s.KafkaEngineAvro, s.KafkaEngineAvroFlush500} {
+		if f != nil {
+			arms = append(arms, f)
+		}
+	}
+	return arms
+}
+
+func (s *sideBySide) sluiceArms() []*drainFigures {
+	var arms []*drainFigures
+	for _, f := range []*drainFigures{s.Sluice, s.SluiceAvro} {
+		if f != nil {
+			arms = append(arms, f)
+		}
+	}
+	return arms
 }
 
 func (r *rig) sideBySide(ctx context.Context) *sideBySide {
 	e := r.env
 	s := &sideBySide{Batches: r.prof.sbsBatches, KafkaEngineConsume: 1, KafkaEngineBlock: r.prof.keBlock}
-	const topic = "sensor_json"
-	ke := &drainFigures{System: "clickhouse-kafka-engine", Format: "json", Topic: topic, Table: "se_ke", Batches: s.Batches}
-	sl := &drainFigures{System: "sluice", Format: "json", Topic: topic, Table: "se_json", Batches: s.Batches}
-	s.KafkaEngine, s.Sluice = ke, sl
-	if err := e.createTopic(ctx, topic, e.partitions); err != nil {
-		ke.Error, sl.Error = err.Error(), err.Error()
-		return s
+	modern := e.layout == sensor.LayoutModern
+	ke := func(format, table string) *drainFigures {
+		return &drainFigures{System: "clickhouse-kafka-engine", Format: format, Table: table, Batches: s.Batches}
 	}
-	r.logf("side by side: producing %d JSON batches", s.Batches)
-	secs, bytes, err := e.prefill(ctx, topic, s.Batches, sensor.AppendJSON, sensor.DrainSendTsUs)
-	if err != nil {
-		ke.Error, sl.Error = err.Error(), err.Error()
-		return s
+	s.KafkaEngine = ke("json", "se_ke")
+	s.Sluice = &drainFigures{System: "sluice", Format: "json", Table: "se_json", Batches: s.Batches}
+	type corpus struct {
+		format, topic string
+		enc           encoder
+		wasm          string
+		engines       []*drainFigures
+		flushMs       []int
+		sluice        *drainFigures
 	}
-	r.logf("side by side: produced %.0f MiB in %.1fs", float64(bytes)/(1<<20), secs)
+	corpora := []corpus{{format: "json", topic: "sensor_json", enc: sensor.AppendJSON, wasm: e.jsonWasm,
+		engines: []*drainFigures{s.KafkaEngine}, flushMs: []int{0}, sluice: s.Sluice}}
+	if modern {
+		s.KafkaEngineFlush500 = ke("json", "se_ke_f500")
+		s.KafkaEngineAvro, s.KafkaEngineAvroFlush500 = ke("avro", "se_ke_avro"), ke("avro", "se_ke_avro_f500")
+		s.SluiceAvro = &drainFigures{System: "sluice", Format: "avro", Table: "se_sbs_avro", Batches: s.Batches}
+		corpora[0].engines = append(corpora[0].engines, s.KafkaEngineFlush500)
+		corpora[0].flushMs = append(corpora[0].flushMs, 500)
+		corpora = append(corpora, corpus{format: "avro", topic: "sensor_sbs_avro", enc: sensor.AppendAvro, wasm: e.avroWasm,
+			engines: []*drainFigures{s.KafkaEngineAvro, s.KafkaEngineAvroFlush500}, flushMs: []int{0, 500}, sluice: s.SluiceAvro})
+	}
 	want := sensor.Expect(s.Batches, sensor.DrainSendTsUs)
-
-	r.kafkaEngine(ctx, ke, want)
-	r.logf("side by side: %s", ke.summary())
-	r.runSluice(ctx, sl, e.jsonWasm, int64(want.Rows), func() sensor.Expectation { return want }, nil)
-	r.logf("side by side: %s", sl.summary())
-	if ke.AfterFirstRowsPerSec > 0 {
-		s.Ratio = sl.AfterFirstRowsPerSec / ke.AfterFirstRowsPerSec
+	for _, c := range corpora {
+		all := append([]*drainFigures{c.sluice}, c.engines...)
+		fail := func(err error) {
+			for _, f := range all {
+				f.Error = err.Error()
+			}
+		}
+		for _, f := range all {
+			f.Topic = c.topic
+		}
+		if err := e.createTopic(ctx, c.topic, e.partitions); err != nil {
+			fail(err)
+			continue
+		}
+		r.logf("side by side: producing %d %s batches", s.Batches, c.format)
+		secs, bytes, err := e.prefill(ctx, c.topic, s.Batches, c.enc, sensor.DrainSendTsUs)
+		if err != nil {
+			fail(err)
+			continue
+		}
+		r.logf("side by side: produced %.0f MiB in %.1fs", float64(bytes)/(1<<20), secs)
+		for i, f := range c.engines {
+			r.kafkaEngine(ctx, f, want, c.flushMs[i])
+			r.logf("side by side: %s", f.summary())
+		}
+		r.runSluice(ctx, c.sluice, c.wasm, int64(want.Rows), func() sensor.Expectation { return want }, nil)
+		r.logf("side by side: %s", c.sluice.summary())
+		for _, f := range c.engines {
+			s.Pairs = append(s.Pairs, pair(c.sluice, f))
+		}
 	}
-	if ke.RowsPerSec > 0 {
-		s.RatioOverall = sl.RowsPerSec / ke.RowsPerSec
+	sl, k := s.Sluice, s.KafkaEngine
+	if k.AfterFirstRowsPerSec > 0 {
+		s.Ratio = sl.AfterFirstRowsPerSec / k.AfterFirstRowsPerSec
 	}
-	if ke.RowsPerPipelineCoreSec > 0 {
-		s.RatioPerCore = sl.RowsPerPipelineCoreSec / ke.RowsPerPipelineCoreSec
+	if k.RowsPerSec > 0 {
+		s.RatioOverall = sl.RowsPerSec / k.RowsPerSec
+	}
+	if k.RowsPerPipelineCoreSec > 0 {
+		s.RatioPerCore = sl.RowsPerPipelineCoreSec / k.RowsPerPipelineCoreSec
 	}
 	return s
 }
 
-func (r *rig) kafkaEngine(ctx context.Context, f *drainFigures, want sensor.Expectation) {
+// kafkaEngine runs one Kafka-engine arm on f.Topic: the engine's tables
+// and view are created with a new consumer group, and dropped once every
+// row has landed and the count is still. flushMs is
+// kafka_flush_interval_ms (26.9 only); 0 keeps the server's default.
+func (r *rig) kafkaEngine(ctx context.Context, f *drainFigures, want sensor.Expectation, flushMs int) {
 	e := r.env
 	f.LoadAvg[0] = loadAvg()
 	defer func() { f.LoadAvg[1] = loadAvg() }()
 	f.Rows = int64(want.Rows)
-	k := sensor.NewKafkaEngine(f.Table)
 	group := "ke_" + strconv.FormatInt(time.Now().UnixNano(), 36) // a failed push can commit: always a new group
-	stmts := k.DDL(e.kafka.Addr, f.Topic, group, 1, r.prof.keBlock)
+	var stmts, stop []string
+	var store, gate string
+	if e.layout == sensor.LayoutModern {
+		k := sensor.NewModernKafkaEngine(f.Table)
+		ks := sensor.KafkaEngineSettings{Broker: e.kafka.Addr, Topic: f.Topic, Group: group, Format: "JSONEachRow",
+			Consumers: 1, BlockSize: r.prof.keBlock, FlushIntervalMs: flushMs}
+		if f.Format == "avro" {
+			ks.Format, ks.RegistryURL = "AvroConfluent", e.registry.URL
+		}
+		stmts, stop, store, gate = k.DDL(ks), k.Stop(), k.Table, k.Table
+		f.KafkaFlushIntervalMs = flushMs
+		if flushMs == 0 {
+			// kafka_flush_interval_ms defaults to stream_flush_interval_ms.
+			if out, err := e.query(ctx, "SELECT value FROM system.settings WHERE name = 'stream_flush_interval_ms'"); err == nil {
+				f.KafkaFlushIntervalMs, _ = strconv.Atoi(strings.TrimSpace(out))
+			}
+		}
+	} else {
+		k := sensor.NewKafkaEngine(f.Table)
+		stmts, stop, store, gate = k.DDL(e.kafka.Addr, f.Topic, group, 1, r.prof.keBlock), k.Stop(), k.Store, k.Gate
+	}
 	var start time.Time
 	for i, q := range stmts {
 		if i == len(stmts)-1 {
@@ -332,19 +455,19 @@ func (r *rig) kafkaEngine(ctx context.Context, f *drainFigures, want sensor.Expe
 		}
 	}
 	w, werr := e.watch(ctx, watchSpec{
-		table: k.Store, expected: f.Rows, pid: e.chPID, start: start,
+		table: store, expected: f.Rows, pid: e.chPID, start: start,
 		quietFor: 2 * time.Second, stallFor: 90 * time.Second, progress: r.progress(f.Table),
 	})
 	f.fromSamples(w, f.Rows)
 	if werr != nil {
 		f.Error = werr.Error()
 	}
-	for _, q := range k.Stop() {
+	for _, q := range stop {
 		if err := e.ch.Exec(ctx, q); err != nil {
 			f.Error = join(f.Error, err.Error())
 		}
 	}
-	e.finishGates(ctx, f, k.Gate, want, 0)
+	e.finishGates(ctx, f, gate, want, 0)
 }
 
 // sustained is one open-loop run at a fraction of the drain throughput.
@@ -355,13 +478,15 @@ type sustained struct {
 	BatchesPerSec    float64 `json:"batches_per_s"`
 	DurationS        float64 `json:"duration_s"`
 	ProducerMaxLateS float64 `json:"producer_max_late_s"`
-	// Latency from the intended send time to ingest_ts, which on 18.16 is
-	// now() at insert: a DateTime, whole seconds, rounded down. A row's
-	// latency lies in [L, L+1s) for the L measured; every percentile
-	// likewise lies in [lo, lo+1s).
-	LatencyP50LoS float64 `json:"latency_p50_lo_s"`
-	LatencyP99LoS float64 `json:"latency_p99_lo_s"`
-	LatencyMaxLoS float64 `json:"latency_max_lo_s"`
+	// Latency from the intended send time to ingest_ts. On 26.9 ingest_ts
+	// is now64(6) at insert, so the figures are exact to the microsecond
+	// (LatencyResolutionS 1e-6). On 18.16 it is now(): a DateTime, whole
+	// seconds, rounded down; a row's latency lies in [L, L+1s) for the L
+	// measured, and every percentile likewise in [lo, lo+1s).
+	LatencyResolutionS float64 `json:"latency_resolution_s"`
+	LatencyP50LoS      float64 `json:"latency_p50_lo_s"`
+	LatencyP99LoS      float64 `json:"latency_p99_lo_s"`
+	LatencyMaxLoS      float64 `json:"latency_max_lo_s"`
 	// The same, from the rig's 200 ms count() samples against the
 	// producer's schedule: the time from the n-th row's intended send to
 	// the first sample with n rows landed, assuming rows land in the order
@@ -383,7 +508,7 @@ func (r *rig) sustained(ctx context.Context, fraction, drainRowsPerSec float64) 
 	e := r.env
 	name := fmt.Sprintf("se_sus_%02.0f", fraction*100)
 	s := &sustained{drainFigures: drainFigures{System: "sluice", Format: "avro", Topic: "sensor_" + name, Table: name},
-		Fraction: fraction, DurationS: r.prof.sustainedSeconds}
+		Fraction: fraction, DurationS: r.prof.sustainedSeconds, LatencyResolutionS: e.layout.LatencyResolutionS()}
 	s.TargetRowsPerSec = fraction * drainRowsPerSec
 	rowsPerBatch := float64(sensor.ExpectedRows(200)) / 200
 	s.BatchesPerSec = s.TargetRowsPerSec / rowsPerBatch
@@ -415,6 +540,12 @@ func (r *rig) sustained(ctx context.Context, fraction, drainRowsPerSec float64) 
 		}
 	}, produce)
 	r.latency(ctx, s)
+	if e.layout == sensor.LayoutModern {
+		r.logf("sustained %.0f%%: latency p50 %.3f s, p99 %.3f s, max %.3f s (ingest_ts now64(6)); count-gap p50 %.2f s, p99 %.2f s; peak RSS %.0f MiB; gates pass %v%s",
+			fraction*100, s.LatencyP50LoS, s.LatencyP99LoS, s.LatencyMaxLoS,
+			s.CountGapP50S, s.CountGapP99S, s.PeakRSSMiB, s.GatesPass, errSuffix(s.Error))
+		return s
+	}
 	r.logf("sustained %.0f%%: latency p50 [%.1f, %.1f) s, p99 [%.1f, %.1f) s, max [%.1f, %.1f) s (ingest_ts, 1 s resolution); count-gap p50 %.2f s, p99 %.2f s; peak RSS %.0f MiB; gates pass %v%s",
 		fraction*100, s.LatencyP50LoS, s.LatencyP50LoS+1, s.LatencyP99LoS, s.LatencyP99LoS+1, s.LatencyMaxLoS, s.LatencyMaxLoS+1,
 		s.CountGapP50S, s.CountGapP99S, s.PeakRSSMiB, s.GatesPass, errSuffix(s.Error))
@@ -427,7 +558,7 @@ func (r *rig) latency(ctx context.Context, s *sustained) {
 	if s.t0.IsZero() {
 		return
 	}
-	l := "(toInt64(ingest_ts) * 1000000 - send_ts_us)"
+	l := r.env.layout.LatencyUs()
 	out, err := r.env.query(ctx, "SELECT quantilesExact(0.5, 0.99)("+l+"), max("+l+") FROM "+s.Table+" FORMAT TSV")
 	if err != nil {
 		s.Error = join(s.Error, "latency: "+err.Error())
@@ -443,7 +574,8 @@ func (r *rig) latency(ctx context.Context, s *sustained) {
 		s.LatencyP50LoS, s.LatencyP99LoS, s.LatencyMaxLoS = v[0], v[1], v[2]
 	}
 	t0us := s.t0.UnixMicro()
-	out, err = r.env.query(ctx, fmt.Sprintf("SELECT intDiv(send_ts_us - %d, 1000000) AS s, quantilesExact(0.5, 0.99)(%s) FROM %s GROUP BY s ORDER BY s FORMAT TSV", t0us, l, s.Table))
+	out, err = r.env.query(ctx, fmt.Sprintf("SELECT intDiv(%s - %d, 1000000) AS s, quantilesExact(0.5, 0.99)(%s) FROM %s GROUP BY s ORDER BY s FORMAT TSV",
+		r.env.layout.SendTsUs(), t0us, l, s.Table))
 	if err == nil {
 		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 			f := strings.Fields(strings.NewReplacer("[", " ", "]", " ", ",", " ").Replace(line))

@@ -43,6 +43,16 @@ func drawChart(path string, res *result) error {
 	if s := res.SideBySide; s != nil {
 		rate = append(rate, series{name: "sluice json (side by side)", c: palette[2], pts: landedSeries(s.Sluice.samples)})
 		rate = append(rate, series{name: "clickhouse kafka engine json", c: palette[1], pts: landedSeries(s.KafkaEngine.samples)})
+		for i, f := range []*drainFigures{s.KafkaEngineFlush500, s.SluiceAvro, s.KafkaEngineAvro, s.KafkaEngineAvroFlush500} {
+			if f == nil {
+				continue
+			}
+			name := "sluice avro (side by side)"
+			if f.System != "sluice" {
+				name = fmt.Sprintf("clickhouse kafka engine %s flush %d ms", f.Format, f.KafkaFlushIntervalMs)
+			}
+			rate = append(rate, series{name: name, c: palette[(i+3)%len(palette)], pts: landedSeries(f.samples), dashed: f.Format == "avro"})
+		}
 	}
 	if len(rate) > 0 {
 		panels = append(panels, func(img *image.RGBA, top int) {
@@ -50,6 +60,14 @@ func drawChart(path string, res *result) error {
 		})
 	}
 	var sus, lat []series
+	latencyTitle := "sustained latency (s) vs schedule: count-gap; ingest_ts p99 per second (lower bound, +0..1 s)"
+	p99Label := "ingest_ts p99 lo "
+	layout := "18.16 deviation: datetime + ms columns, ingest_ts 1 s"
+	if res.Knobs["table_layout"] == "modern" {
+		latencyTitle = "sustained latency (s) vs schedule: count-gap; ingest_ts (now64(6)) p99 per second"
+		p99Label = "ingest_ts p99 "
+		layout = "published layout: datetime64, ingest_ts now64(6)"
+	}
 	for i, s := range res.Sustained {
 		c := palette[(3+i)%len(palette)]
 		label := fmt.Sprintf("%.0f%%", s.Fraction*100)
@@ -61,14 +79,14 @@ func drawChart(path string, res *result) error {
 			p99 = append(p99, [2]float64{p[0] + 0.5, max(p[2], 0)})
 		}
 		lat = append(lat, series{name: "count-gap " + label, c: c, pts: s.CountGap},
-			series{name: "ingest_ts p99 lo " + label, c: c, pts: p99, dashed: true})
+			series{name: p99Label + label, c: c, pts: p99, dashed: true})
 	}
 	if len(sus) > 0 {
 		panels = append(panels, func(img *image.RGBA, top int) {
 			plot(img, top, "sustained (open loop): landed rows/s vs seconds since sluice started", "rows/s", sus, siFormat)
 		})
 		panels = append(panels, func(img *image.RGBA, top int) {
-			plot(img, top, "sustained latency (s) vs schedule: count-gap; ingest_ts p99 per second (lower bound, +0..1 s)", "s", lat,
+			plot(img, top, latencyTitle, "s", lat,
 				func(v float64) string {
 					return strings.TrimSuffix(strings.TrimSuffix(fmt.Sprintf("%.2f", v), "0"), ".0")
 				})
@@ -79,8 +97,8 @@ func drawChart(path string, res *result) error {
 	draw.Draw(img, img.Bounds(), image.NewUniform(color.White), image.Point{}, draw.Src)
 	title := fmt.Sprintf("sluice sensor-batch, profile %s, %s, %d cores", res.Profile, res.Date[:10], res.Machine.Cores)
 	drawText(img, 20, 12, title, scale, color.Black)
-	sub := fmt.Sprintf("clickhouse %s (18.16 deviation: datetime + ms columns, ingest_ts 1 s)  kafka %s  %s  wazero %s",
-		res.Versions["clickhouse"], res.Versions["kafka"], res.Versions["go"], res.Versions["wazero"])
+	sub := fmt.Sprintf("clickhouse %s (%s)  kafka %s  %s  wazero %s",
+		res.Versions["clickhouse"], layout, res.Versions["kafka"], res.Versions["go"], res.Versions["wazero"])
 	drawText(img, 20, 38, sub, scale, color.Gray{90})
 	for i, p := range panels {
 		p(img, header+i*panelH)

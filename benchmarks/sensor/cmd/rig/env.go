@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/sluicehq/sluice/benchmarks/sensor"
 	"github.com/sluicehq/sluice/internal/testinfra"
 	"github.com/sluicehq/sluice/internal/wasmbuild"
 	"github.com/sluicehq/sluice/wasmhost"
@@ -29,6 +30,14 @@ type env struct {
 	chPID    int
 	kafkaPID int
 
+	// server is the ClickHouse the run is on; layout the sensor_events
+	// variant its tables have (the published one on 26.9).
+	server testinfra.Server
+	layout sensor.Layout
+	// registry is the schema-registry endpoint the Kafka engine's
+	// AvroConfluent reads the schema from (26.9 only).
+	registry *schemaRegistry
+
 	dir        string
 	sluiceBin  string
 	avroWasm   string
@@ -43,8 +52,11 @@ type env struct {
 // CPU per byte in a long run.
 var kafkaJVMArgs = []string{"-Xms1g", "-Xmx1g", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20"}
 
-func startEnv(ctx context.Context, dir string, partitions int, logf func(string, ...any)) (*env, error) {
-	e := &env{dir: dir, partitions: partitions, logf: logf, cacheDir: filepath.Join(dir, "wasm-cache")}
+func startEnv(ctx context.Context, dir string, partitions int, server testinfra.Server, logf func(string, ...any)) (*env, error) {
+	e := &env{dir: dir, partitions: partitions, logf: logf, cacheDir: filepath.Join(dir, "wasm-cache"), server: server}
+	if server == testinfra.Modern {
+		e.layout = sensor.LayoutModern
+	}
 	var err error
 	logf("building sluice and the modules")
 	if e.sluiceBin, err = buildSluice(ctx, dir); err != nil {
@@ -63,14 +75,21 @@ func startEnv(ctx context.Context, dir string, partitions int, logf func(string,
 	if err := warmCache(ctx, e.cacheDir, e.avroWasm, e.jsonWasm); err != nil {
 		return nil, err
 	}
-	logf("starting ClickHouse and Kafka")
+	logf("starting ClickHouse %s and Kafka", server)
 	e.ch, err = testinfra.StartClickHouse(ctx, testinfra.ClickHouseOptions{
+		Server: server,
 		// The Kafka engine reads JSONEachRow with the settings of the
 		// default profile; the events arrive as an object of arrays.
 		ProfileSettings: "<input_format_import_nested_json>1</input_format_import_nested_json>",
 	})
 	if err != nil {
 		return nil, err
+	}
+	if server == testinfra.Modern {
+		if e.registry, err = startSchemaRegistry(); err != nil {
+			e.close()
+			return nil, err
+		}
 	}
 	e.kafka, err = testinfra.StartKafka(ctx, testinfra.KafkaOptions{
 		Partitions: partitions,
@@ -91,6 +110,9 @@ func startEnv(ctx context.Context, dir string, partitions int, logf func(string,
 }
 
 func (e *env) close() {
+	if e.registry != nil {
+		e.registry.close()
+	}
 	if e.kcl != nil {
 		e.kcl.Close()
 	}

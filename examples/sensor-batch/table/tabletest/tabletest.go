@@ -30,8 +30,12 @@ func Table(name string, cols []sluice.Column) sluicetest.Table {
 	return t
 }
 
-// Table18 is sensor_events in the ClickHouse 18.16 layout.
-var Table18 = Table("sensor_events", table.Columns18)
+// Table18 is sensor_events in the ClickHouse 18.16 layout; TableModern in
+// the reference layout of a modern ClickHouse (DateTime64).
+var (
+	Table18     = Table("sensor_events", table.Columns18)
+	TableModern = Table("sensor_events", table.ColumnsModern)
+)
 
 // ReadCorpus reads a corpus file: messages, each after its length as a
 // little-endian u32.
@@ -73,8 +77,14 @@ func NewInstance(tb testing.TB, h sluice.Handler, params []sluicetest.Param, tab
 }
 
 // RowText renders a row decoded from RowBinary (sluicetest.DecodeRow over
-// the 18.16 layout) as a line of rows.txt.
+// either layout) as a line of rows.txt, whose timestamps are the 18.16
+// layout's: a modern row's batch_ts DateTime64(3) is split into seconds and
+// milliseconds, and its send_ts DateTime64(6) is given in microseconds.
 func RowText(v []any) string {
+	if len(v) == len(table.ColumnsModern) {
+		batchTs, sendTs := v[10].(time.Time), v[11].(time.Time)
+		v = append(v[:10:10], batchTs.Truncate(time.Second), uint16(batchTs.Nanosecond()/1e6), sendTs.UnixMicro())
+	}
 	q := "NULL"
 	if v[8] != nil {
 		q = strconv.FormatFloat(v[8].(float64), 'g', -1, 64)
@@ -108,8 +118,14 @@ func Results(tb testing.TB, in *sluice.Instance, msgs [][]byte) []sluicetest.Res
 }
 
 // Rows runs the messages through in as one batch and renders every row,
-// failing tb on a record error.
+// failing tb on a record error. in must write the 18.16 layout.
 func Rows(tb testing.TB, in *sluice.Instance, msgs [][]byte) []string {
+	tb.Helper()
+	return RowsIn(tb, in, msgs, Table18)
+}
+
+// RowsIn is Rows for an instance initialised with the table t.
+func RowsIn(tb testing.TB, in *sluice.Instance, msgs [][]byte, t sluicetest.Table) []string {
 	tb.Helper()
 	res := Results(tb, in, msgs)
 	var rows []string
@@ -121,7 +137,7 @@ func Rows(tb testing.TB, in *sluice.Instance, msgs [][]byte) []string {
 			if row.Table != 0 {
 				tb.Fatalf("record %d: row for table %d", i, row.Table)
 			}
-			v, err := sluicetest.DecodeRow(Table18.Columns, row.Data)
+			v, err := sluicetest.DecodeRow(t.Columns, row.Data)
 			if err != nil {
 				tb.Fatalf("record %d: %v", i, err)
 			}
@@ -179,14 +195,16 @@ func CheckTruncations(t *testing.T, h sluice.Handler, msg []byte) {
 }
 
 // CheckNoAllocs requires that h allocates nothing per batch of msgs once
-// its buffers have grown.
+// its buffers have grown, in either layout.
 func CheckNoAllocs(t *testing.T, h sluice.Handler, msgs [][]byte) {
 	t.Helper()
-	in := NewInstance(t, h, nil, Table18)
 	batch := sluicetest.BatchPayload("sensor", 0, Records(msgs))
-	in.Transform(batch)
-	if a := testing.AllocsPerRun(20, func() { in.Transform(batch) }); a != 0 {
-		t.Errorf("%v allocations per batch, want 0", a)
+	for _, tbl := range []sluicetest.Table{Table18, TableModern} {
+		in := NewInstance(t, h, nil, tbl)
+		in.Transform(batch)
+		if a := testing.AllocsPerRun(20, func() { in.Transform(batch) }); a != 0 {
+			t.Errorf("%d columns: %v allocations per batch, want 0", len(tbl.Columns), a)
+		}
 	}
 }
 
