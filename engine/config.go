@@ -128,9 +128,12 @@ type ModuleConfig struct {
 	// memory. Defaults 1000 records and 1 MiB.
 	MaxBatchRecords int `yaml:"max_batch_records"`
 	MaxBatchBytes   int `yaml:"max_batch_bytes"`
-	// MaxTrapsPerMinute is how many instance failures (traps, deadline or
-	// memory breaches) a minute a module may have before its partitions are
-	// paused and readiness turns false. Default 20.
+	// MaxTrapsPerMinute is how many poison records (records that fail
+	// alone on a fresh instance: a trap, a deadline or memory breach) and
+	// failed instance starts a minute a module may have before a partition
+	// is paused for TrapCooldown and readiness turns false; the failed
+	// calls of the last minute may also take at most this many plus one
+	// times the deadline. Default 20.
 	MaxTrapsPerMinute int `yaml:"max_traps_per_minute"`
 	// TrapCooldown is how long a crash-looping module's partitions stay
 	// paused before it is tried again. Default 30s.

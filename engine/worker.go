@@ -58,6 +58,9 @@ type partitionWorker struct {
 	openedAt time.Time // when the first row went into an open block
 
 	traps []time.Time // recent module failures, for the crash-loop check
+	// failedCalls are the recent calls that failed and how long each
+	// took, for the crash-loop check's bound on the time failures burn.
+	failedCalls []failedCall
 	// instCalls counts the calls the current instance has served: a record
 	// is dead-lettered only when it fails alone on a fresh instance.
 	instCalls int
@@ -292,6 +295,9 @@ func (w *partitionWorker) transform(ctx context.Context, recs []*kgo.Record, ack
 		w.route.failed(trap)
 		w.p.stats.traps.Add(1)
 		w.discardInstance()
+		if err := w.callFailed(ctx, time.Since(started), err); err != nil {
+			return err
+		}
 		if len(recs) == 1 {
 			if !fresh {
 				// Try it once more alone on a fresh instance.
@@ -360,6 +366,7 @@ func (w *partitionWorker) pickVersion() error {
 	}
 	w.mv = cur
 	w.traps = w.traps[:0]
+	w.failedCalls = w.failedCalls[:0]
 	return nil
 }
 
@@ -396,6 +403,12 @@ func (w *partitionWorker) discardInstance() {
 	}
 }
 
+// failedCall is one call into the module that failed.
+type failedCall struct {
+	at   time.Time
+	took time.Duration
+}
+
 // moduleFailed counts a failure of the module (a poison record or an
 // instance that would not start) and, when the module keeps failing, pauses
 // the partition for the cool-down. It returns errWorkerStopped when the
@@ -409,13 +422,46 @@ func (w *partitionWorker) moduleFailed(ctx context.Context, cause error) error {
 	if len(w.traps) <= w.route.maxTraps {
 		return nil
 	}
+	return w.coolDown(ctx, cause, "failures_last_minute", len(w.traps))
+}
+
+// callFailed counts the time a failed call took. Bisection makes several
+// failed calls per poison record, which do not count as failures of their
+// own; but when the failed calls of the last minute took longer than
+// max_traps_per_minute+1 calls that each ran to the deadline, the module
+// costs too much (one that loops on every record, say) and the partition
+// cools down: the budget bounds the CPU a failing module burns as well as
+// the records it poisons.
+func (w *partitionWorker) callFailed(ctx context.Context, took time.Duration, cause error) error {
+	now := time.Now()
+	w.failedCalls = append(w.failedCalls, failedCall{at: now, took: took})
+	var sum time.Duration
+	n := 0
+	for _, c := range w.failedCalls {
+		if now.Sub(c.at) <= time.Minute {
+			w.failedCalls[n] = c
+			n++
+			sum += c.took
+		}
+	}
+	w.failedCalls = w.failedCalls[:n]
+	if sum <= time.Duration(w.route.maxTraps+1)*w.mv.module.Limits.Deadline {
+		return nil
+	}
+	return w.coolDown(ctx, cause, "failed_call_time_last_minute", sum)
+}
+
+// coolDown pauses the partition for the route's cool-down and forgets the
+// failures counted so far.
+func (w *partitionWorker) coolDown(ctx context.Context, cause error, why string, figure any) error {
 	cool := w.route.trapCooldown
 	w.p.log.Error("module keeps failing; pausing its partition", "module", w.route.String(), "sha256", w.mv.module.SHA256,
-		"partition", w.tp.String(), "failures_last_minute", len(w.traps), "cooldown", cool, "last_error", cause)
+		"partition", w.tp.String(), why, figure, "cooldown", cool, "last_error", cause)
 	w.p.stats.modulePauses.Add(1)
 	w.p.setModulePaused(w.tp, true)
 	defer w.p.setModulePaused(w.tp, false)
 	w.traps = w.traps[:0]
+	w.failedCalls = w.failedCalls[:0]
 	t := time.NewTimer(cool)
 	defer t.Stop()
 	select {
