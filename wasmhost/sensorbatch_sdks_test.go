@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/binary"
 	"math"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/internal/wasmbuild"
 )
 
 // The C, Rust and AssemblyScript ports of sensor-batch
@@ -23,6 +26,18 @@ type sensorBatchPort struct {
 
 var sensorBatchPorts = []sensorBatchPort{
 	{"sensor-batch-c", func(tb testing.TB) []byte { return cModuleWasm(tb, "examples/sensor-batch-c") }},
+	{"sensor-batch-rust", func(tb testing.TB) []byte {
+		return readBuilt(tb, wasmbuild.BuildRustT(tb, "examples/sensor-batch-rust"))
+	}},
+}
+
+func readBuilt(tb testing.TB, path string) []byte {
+	tb.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
 }
 
 // sensorColumns18 is sensor_events of ClickHouse 18.16, as the host passes it.
