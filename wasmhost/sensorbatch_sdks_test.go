@@ -26,6 +26,9 @@ type sensorBatchPort struct {
 
 var sensorBatchPorts = []sensorBatchPort{
 	{"sensor-batch-c", func(tb testing.TB) []byte { return cModuleWasm(tb, "examples/sensor-batch-c") }},
+	{"sensor-batch-as", func(tb testing.TB) []byte {
+		return readBuilt(tb, wasmbuild.BuildAST(tb, "examples/sensor-batch-as/index.ts"))
+	}},
 	{"sensor-batch-rust", func(tb testing.TB) []byte {
 		return readBuilt(tb, wasmbuild.BuildRustT(tb, "examples/sensor-batch-rust"))
 	}},
