@@ -240,9 +240,11 @@ func recordsBatch(msgs [][]byte) *Batch {
 // TestSensorBatchPortsMatchGo runs the Go module and every port on the
 // corpus (2000 batches) and on the malformed records, and compares every
 // record's rows, byte for byte, and error message; the C port natively too.
+// Its subtest init compares what the modules accept and refuse at init.
 func TestSensorBatchPortsMatchGo(t *testing.T) {
 	r := newTestRuntime(t, Config{})
 	goMod := load(t, r, "examples/sensor-batch", Limits{})
+	t.Run("init", func(t *testing.T) { checkSensorBatchInit(t, r, goMod) })
 	cfg := InitConfig{Tables: []TableSchema{sensorTable}}
 	goIn := instantiate(t, goMod, cfg)
 	inputs := map[string][][]byte{"corpus": sensorCorpus(0, 2000), "malformed": sensorMalformed()}
@@ -345,11 +347,11 @@ func summary(r recordResult) string {
 	return strconv.Itoa(len(r.rows)) + " rows " + s
 }
 
-// TestSensorBatchPortsInit: the ports accept and refuse the schemas the Go
-// module does, with the same message (the module's name aside).
-func TestSensorBatchPortsInit(t *testing.T) {
-	r := newTestRuntime(t, Config{})
-	goMod := load(t, r, "examples/sensor-batch", Limits{})
+// checkSensorBatchInit: the ports accept and refuse the schemas the Go
+// module does, with the same message (the module's name aside). It shares
+// the runtime and the Go module of TestSensorBatchPortsMatchGo: compiling
+// the Go module takes most of a minute under -race.
+func checkSensorBatchInit(t *testing.T, r *Runtime, goMod *Module) {
 	other := append([]ColumnSchema{}, sensorColumns18...)
 	other[7] = ColumnSchema{Name: "value_scaled", Type: "Float64"}
 	cases := []struct {
