@@ -364,7 +364,7 @@ func checkSensorBatchInit(t *testing.T, r *Runtime, goMod *Module) {
 		{"no table", InitConfig{Tables: []TableSchema{advTable}}, true},
 		{"other columns", InitConfig{Tables: []TableSchema{{Name: "sensor_events", Columns: other}}}, true},
 		{"fewer columns", InitConfig{Tables: []TableSchema{{Name: "sensor_events", Columns: sensorColumns18[:12]}}}, true},
-		{"modern layout", InitConfig{Tables: []TableSchema{{Name: "sensor_events", Columns: sensorColumnsModern}}}, true},
+		{"modern layout", InitConfig{Tables: []TableSchema{{Name: "sensor_events", Columns: sensorColumnsModern}}}, false},
 	}
 	for _, port := range sensorBatchPorts {
 		t.Run(port.name, func(t *testing.T) {
@@ -372,6 +372,19 @@ func checkSensorBatchInit(t *testing.T, r *Runtime, goMod *Module) {
 			for _, tt := range cases {
 				_, goErr := goMod.Instantiate(context.Background(), tt.cfg)
 				_, portErr := mod.Instantiate(context.Background(), tt.cfg)
+				if tt.name == "modern layout" {
+					// The Go module writes the modern layout (DateTime64);
+					// the ports write the 18.16 layout only and must say so
+					// rather than write it wrong.
+					const refusal = `sensor-batch: table "sensor_events" has the modern layout (DateTime64)`
+					if goErr != nil {
+						t.Errorf("%s: the Go module refused it: %v", tt.name, goErr)
+					}
+					if portErr == nil || !strings.Contains(strings.Replace(portErr.Error(), port.name, "sensor-batch", 1), refusal) {
+						t.Errorf("%s: %s: %v, want a refusal containing %q", tt.name, port.name, portErr, refusal)
+					}
+					continue
+				}
 				if (goErr != nil) != tt.refuse || (portErr != nil) != tt.refuse {
 					t.Errorf("%s: Go module: %v; %s: %v; want refused = %v", tt.name, goErr, port.name, portErr, tt.refuse)
 					continue
@@ -380,15 +393,6 @@ func checkSensorBatchInit(t *testing.T, r *Runtime, goMod *Module) {
 					continue
 				}
 				g, p := goErr.Error(), strings.Replace(portErr.Error(), port.name, "sensor-batch", 1)
-				if tt.name == "modern layout" {
-					// The Go SDK cannot write DateTime64 and says so; the
-					// other SDKs can, so the ports refuse the layout itself.
-					const refusal = `sensor-batch: table "sensor_events" has the modern layout (DateTime64)`
-					if !strings.Contains(g, refusal) || !strings.Contains(p, refusal) {
-						t.Errorf("%s:\n\tGo module: %v\n\t%s: %v\n\twant both to contain %q", tt.name, goErr, port.name, portErr, refusal)
-					}
-					continue
-				}
 				if g != p {
 					t.Errorf("%s:\n\tGo module: %v\n\t%s: %v", tt.name, goErr, port.name, portErr)
 				}
