@@ -44,7 +44,7 @@ func isoProfileFromEnv() isoProfile {
 	if os.Getenv("SLUICE_ISOLATION") == "full" {
 		return isoProfile{name: "full", bRecords: 1_000_000, hostile: 400, bigBytes: 4 << 20, bigCount: 1000, poison: 10, stalled: 100}
 	}
-	return isoProfile{name: "reduced", bRecords: 300_000, hostile: 100, bigBytes: 1 << 20, bigCount: 150, poison: 10, stalled: 20}
+	return isoProfile{name: "reduced", bRecords: 300_000, hostile: 100, bigBytes: 1 << 20, bigCount: 64, poison: 10, stalled: 20}
 }
 
 // The configured limits the RSS bound is computed from.
@@ -370,9 +370,9 @@ tenants:
 			fmt.Fprintf(&s, `  - id: acme
     tokens: ["%s"]
     max_inflight_bytes: %d
-    limits: {memory_bytes: %d, deadline: 50ms, max_output_bytes: %d, max_record_bytes: 2097152}
-    max_traps_per_minute: 5
-    trap_cooldown: 2s
+    limits: {memory_bytes: %d, deadline: 100ms, max_output_bytes: %d, max_record_bytes: 2097152}
+    max_traps_per_minute: 2
+    trap_cooldown: 5s
     pipelines:
 `, tokenHash("iso-acme"), isoBudgetA, isoMemA, isoMaxOutputA)
 			for _, p := range a {
