@@ -44,7 +44,7 @@ func isoProfileFromEnv() isoProfile {
 	if os.Getenv("SLUICE_ISOLATION") == "full" {
 		return isoProfile{name: "full", bRecords: 1_000_000, hostile: 400, bigBytes: 4 << 20, bigCount: 1000, poison: 10, stalled: 100}
 	}
-	return isoProfile{name: "reduced", bRecords: 300_000, hostile: 100, bigBytes: 1 << 20, bigCount: 64, poison: 10, stalled: 20}
+	return isoProfile{name: "reduced", bRecords: 300_000, hostile: 30, bigBytes: 1 << 20, bigCount: 64, poison: 10, stalled: 20}
 }
 
 // The configured limits the RSS bound is computed from.
