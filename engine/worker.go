@@ -478,7 +478,7 @@ func (w *partitionWorker) coolDown(ctx context.Context, cause error, why string,
 
 // deadLetter sends r to the dead-letter topic; without one, the failure
 // stops the pipeline and names the record.
-func (w *partitionWorker) deadLetter(ctx context.Context, r *kgo.Record, ack *batchAck, cause string) error {
+func (w *partitionWorker) deadLetter(_ context.Context, r *kgo.Record, ack *batchAck, cause string) error {
 	m := w.mv.module
 	w.p.stats.recordsErrored.Add(1)
 	if w.p.dlq == nil {
@@ -486,10 +486,14 @@ func (w *partitionWorker) deadLetter(ctx context.Context, r *kgo.Record, ack *ba
 			Err: errors.New(cause)}
 	}
 	ack.hold()
-	w.p.dlq.send(ctx, r, m.Name, m.SHA256, cause, func(err error) {
+	// The copy outlives the worker: a worker that stops after handing it
+	// over (a revoke, a drain) still gets its batch committed once the
+	// copy lands. Only the pipeline's end abandons it.
+	dctx := w.p.workCtx
+	w.p.dlq.send(dctx, r, m.Name, m.SHA256, cause, func(err error) {
 		if err != nil {
-			if ctx.Err() != nil {
-				// The worker was stopped meanwhile: the record stays
+			if dctx.Err() != nil {
+				// The pipeline gave up on its work: the record stays
 				// uncommitted and is dead-lettered again by whoever
 				// consumes it next.
 				return
