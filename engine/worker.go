@@ -206,14 +206,7 @@ func (w *partitionWorker) process(ctx context.Context, b polledBatch) error {
 			bytes += rb
 			n++
 		}
-		before := w.openBytes()
 		if err := w.transform(ctx, recs[:n], b.ack); err != nil {
-			return err
-		}
-		// The rows count against the budget until the batch is done, so
-		// that output far larger than its input pauses fetching too.
-		b.ack.addBytes(int64(w.openBytes() - before))
-		if err := w.sealFull(ctx); err != nil {
 			return err
 		}
 		recs = recs[n:]
@@ -315,6 +308,7 @@ func (w *partitionWorker) transform(ctx context.Context, recs []*kgo.Record, ack
 		return w.transform(ctx, recs[mid:], ack)
 	}
 	rows, errored := 0, 0
+	before := w.openBytes()
 	defer func() {
 		// Build the attributes only for a span that records them.
 		if span.IsRecording() {
@@ -346,7 +340,12 @@ func (w *partitionWorker) transform(ctx context.Context, recs []*kgo.Record, ack
 	}
 	w.p.stats.rowsOut.Add(int64(rows))
 	w.mv.rowsOut.Add(int64(rows))
-	return nil
+	// The rows count against the budget until the batch is done, so that
+	// output far larger than its input pauses fetching too; and blocks are
+	// sealed after every successful call, bisection's included, so that
+	// open blocks never hold more than chunk_bytes plus one call's output.
+	ack.addBytes(int64(w.openBytes() - before))
+	return w.sealFull(ctx)
 }
 
 // pickVersion changes the worker over to the route's current module
