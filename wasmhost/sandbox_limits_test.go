@@ -261,8 +261,10 @@ func TestStackOverflowIsBounded(t *testing.T) {
 	if !strings.Contains(res.result, "call stack limit reached") {
 		t.Errorf("endless recursion: %s; want the stack limit", res.result)
 	}
-	if res.peakMB > 40 {
-		t.Errorf("peak RSS %.0f MB under a 2 MiB cap, want at most 40 MB", res.peakMB)
+	// The child's own runtime is most of it (more under -race); wazero's
+	// growth to its ceiling cost 173 MB here.
+	if res.peakMB > 64 {
+		t.Errorf("peak RSS %.0f MB under a 2 MiB cap, want at most 64 MB", res.peakMB)
 	}
 	t.Logf("peak RSS %.0f MB: %s", res.peakMB, res.result)
 }

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 const (
@@ -627,18 +628,29 @@ func TestAPIConcurrentChangesAgree(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			// One check per tenant runs at a time: a 429 says to retry
+			// when it ends, as a client does.
+			retry := func(call func() response) response {
+				r := call()
+				for r.status == http.StatusTooManyRequests {
+					time.Sleep(5 * time.Millisecond)
+					r = call()
+				}
+				return r
+			}
 			for i := range each {
 				w := fakeWasm(fmt.Sprintf("c%d-%d", c, i))
-				r := api.upload(acmeToken, "acme", "logs", w)
+				r := retry(func() response { return api.upload(acmeToken, "acme", "logs", w) })
 				if r.status != http.StatusCreated {
 					t.Errorf("upload: %d %s", r.status, r.raw)
 					return
 				}
-				if r := api.do("POST", logsModules+"/"+shaOf(w)+"/activate", acmeToken, nil); r.status != http.StatusOK {
+				r = retry(func() response { return api.do("POST", logsModules+"/"+shaOf(w)+"/activate", acmeToken, nil) })
+				if r.status != http.StatusOK {
 					t.Errorf("activate: %d %s", r.status, r.raw)
 				}
 				if i%2 == 1 {
-					if r := api.do("POST", "/v1/tenants/acme/pipelines/logs/rollback", acmeToken, nil); r.status != http.StatusOK && r.status != http.StatusConflict {
+					if r := retry(func() response { return api.do("POST", "/v1/tenants/acme/pipelines/logs/rollback", acmeToken, nil) }); r.status != http.StatusOK && r.status != http.StatusConflict {
 						t.Errorf("rollback: %d %s", r.status, r.raw)
 					}
 				}

@@ -271,14 +271,20 @@ func testTypeMismatchStopsLoudly(t *testing.T, ch *testinfra.ClickHouse, transpo
 	if err := s.Send(ctx, &clickhouse.Chunk{Block: b}); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-runDone:
-		var perm *clickhouse.PermanentError
-		if !errors.As(err, &perm) || !strings.Contains(err.Error(), "default.drift") {
-			t.Errorf("err = %v, want a PermanentError naming default.drift", err)
+	// A permanent error parks the insert (its rows held, unacked) and the
+	// sink goes on; a retryable one would be retried at once, never parked.
+	giveUp := time.After(30 * time.Second)
+	for !strings.Contains(s.Failing(), "default.drift") || s.ParkedRows(tbl) != 1 {
+		select {
+		case err := <-runDone:
+			t.Fatalf("Run returned on a type mismatch (%v); it must park the insert and go on", err)
+		case <-giveUp:
+			t.Fatalf("a type mismatch was not parked as permanent; last error: %v", lastErr.Load())
+		case <-time.After(10 * time.Millisecond):
 		}
-	case <-time.After(30 * time.Second):
-		t.Fatalf("sink kept retrying a type mismatch; last error: %v", lastErr.Load())
+	}
+	if msg := s.Failing(); !strings.Contains(msg, "held after a permanent error") {
+		t.Errorf("Failing() = %q, want it to say the rows are held after a permanent error", msg)
 	}
 }
 
