@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
@@ -138,6 +139,12 @@ type ModuleConfig struct {
 	// TrapCooldown is how long a crash-looping module's partitions stay
 	// paused before it is tried again. Default 30s.
 	TrapCooldown time.Duration `yaml:"trap_cooldown"`
+	// CallSlots is how many module calls (sluice_init and
+	// sluice_transform, of every tenant) run at once. When calls wait, a
+	// freed slot goes to the tenant with the fewest calls running, so that
+	// tenants with work share the slots equally, whatever their number of
+	// partitions. Default: the number of CPUs Go uses (GOMAXPROCS).
+	CallSlots int `yaml:"call_slots"`
 	// CacheDir keeps compiled modules across restarts. Default: the user's
 	// cache directory + /sluice/wasm; "off" disables it.
 	CacheDir string `yaml:"cache_dir"`
@@ -340,6 +347,12 @@ func (c *Config) Validate() error {
 	}
 	if m.MaxTrapsPerMinute < 0 || m.TrapCooldown < 0 {
 		return fmt.Errorf("module.max_traps_per_minute and module.trap_cooldown must be positive")
+	}
+	if m.CallSlots == 0 {
+		m.CallSlots = runtime.GOMAXPROCS(0)
+	}
+	if m.CallSlots < 0 {
+		return fmt.Errorf("module.call_slots must be positive")
 	}
 	if m.CacheDir == "" {
 		if dir, err := os.UserCacheDir(); err == nil {

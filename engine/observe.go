@@ -15,6 +15,7 @@ import (
 type metrics struct {
 	registry      *prometheus.Registry
 	moduleSeconds prometheus.Histogram
+	slotWait      *prometheus.HistogramVec
 	insertSeconds *prometheus.HistogramVec
 }
 
@@ -26,13 +27,18 @@ func newMetrics(p *Pipeline) *metrics {
 			Help:    "Time the module took for one call (one batch of records).",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
 		}),
+		slotWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "sluice_module_slot_wait_seconds",
+			Help:    "Time a module call waited for a call slot (module.call_slots) while other tenants' calls held them.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
+		}, []string{"tenant"}),
 		insertSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "sluice_insert_seconds",
 			Help:    "Time of one INSERT attempt, from picking the replica to the server's acknowledgement (outcome ok or error).",
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14),
 		}, []string{"table", "outcome"}),
 	}
-	m.registry.MustRegister(m.moduleSeconds, m.insertSeconds, &collector{p: p}, prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	m.registry.MustRegister(m.moduleSeconds, m.slotWait, m.insertSeconds, &collector{p: p}, prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }
 

@@ -39,6 +39,8 @@ type Pipeline struct {
 	client   *kgo.Client
 	dlq      *deadLetter
 	stats    stats
+	// slots share the CPU module calls run on among tenants.
+	slots *callSlots
 
 	tracer  trace.Tracer
 	metrics *metrics
@@ -155,6 +157,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) (*Pi
 		cacheDir = ""
 	}
 	p.rtConfig = wasmhost.Config{CacheDir: cacheDir, Logger: log}
+	p.slots = newCallSlots(cfg.Module.CallSlots)
 	if p.rt, err = wasmhost.NewRuntime(ctx, p.rtConfig); err != nil {
 		return nil, err
 	}

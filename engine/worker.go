@@ -61,6 +61,9 @@ type partitionWorker struct {
 	// failedCalls are the recent calls that failed and how long each
 	// took, for the crash-loop check's bound on the time failures burn.
 	failedCalls []failedCall
+	// peakOpen is the most output the worker's open blocks have held
+	// after a module call: at most chunk_bytes plus one call's output.
+	peakOpen int
 	// instCalls counts the calls the current instance has served: a record
 	// is dead-lettered only when it fails alone on a fresh instance.
 	instCalls int
@@ -264,9 +267,13 @@ func (w *partitionWorker) transform(ctx context.Context, recs []*kgo.Record, ack
 		}
 		w.batch.Records = append(w.batch.Records, rec)
 	}
+	if err := w.acquireSlot(ctx); err != nil {
+		return err
+	}
 	_, span := w.p.tracer.Start(w.spanCtx, "transform")
 	started := time.Now()
 	out, err := w.inst.Transform(ctx, &w.batch)
+	w.p.slots.release(w.route.tenant)
 	w.p.metrics.moduleSeconds.Observe(time.Since(started).Seconds())
 	w.instCalls++
 	if err != nil {
@@ -344,7 +351,9 @@ func (w *partitionWorker) transform(ctx context.Context, recs []*kgo.Record, ack
 	// output far larger than its input pauses fetching too; and blocks are
 	// sealed after every successful call, bisection's included, so that
 	// open blocks never hold more than chunk_bytes plus one call's output.
-	ack.addBytes(int64(w.openBytes() - before))
+	open := w.openBytes()
+	w.peakOpen = max(w.peakOpen, open)
+	ack.addBytes(int64(open - before))
 	return w.sealFull(ctx)
 }
 
@@ -376,7 +385,11 @@ func (w *partitionWorker) pickVersion() error {
 // tried again; the records wait, uncommitted, and other partitions flow.
 func (w *partitionWorker) ensureInstance(ctx context.Context) error {
 	for w.inst == nil {
+		if err := w.acquireSlot(ctx); err != nil {
+			return err
+		}
 		inst, err := w.mv.module.Instantiate(ctx, w.route.init)
+		w.p.slots.release(w.route.tenant)
 		if err == nil {
 			w.inst, w.instCalls = inst, 0
 			w.p.stats.instances.Add(1)
@@ -392,6 +405,17 @@ func (w *partitionWorker) ensureInstance(ctx context.Context) error {
 			return err
 		}
 	}
+	return nil
+}
+
+// acquireSlot waits for a call slot (see callSlots); the module's deadline
+// starts once it has one.
+func (w *partitionWorker) acquireSlot(ctx context.Context) error {
+	started := time.Now()
+	if err := w.p.slots.acquire(ctx, w.route.tenant); err != nil {
+		return err
+	}
+	w.p.metrics.slotWait.WithLabelValues(w.route.tenant).Observe(time.Since(started).Seconds())
 	return nil
 }
 

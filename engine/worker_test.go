@@ -2,11 +2,13 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/sluicehq/sluice/internal/testinfra"
 	"github.com/sluicehq/sluice/internal/wasmbuild"
 	"github.com/sluicehq/sluice/sinks/clickhouse"
 	"github.com/sluicehq/sluice/wasmhost"
@@ -68,7 +71,7 @@ func workerTestPipeline(t *testing.T, maxTraps int, cooldown time.Duration) (*Pi
 	p := &Pipeline{
 		log: log, byTopic: map[string]*route{}, paused: map[topicPartition]bool{},
 		workers: map[topicPartition]*partitionWorker{}, acks: map[topicPartition]*partitionAcks{},
-		failed: make(chan struct{}), tracer: noop.NewTracerProvider().Tracer(""),
+		failed: make(chan struct{}), tracer: noop.NewTracerProvider().Tracer(""), slots: newCallSlots(2),
 	}
 	p.metrics = newMetrics(p)
 	p.workCtx, p.cancelWork = context.WithCancel(ctx)
@@ -231,5 +234,85 @@ func TestMetricsAfterReactivation(t *testing.T) {
 	}
 	if series != 1 {
 		t.Errorf("%d series of sluice_module_records_in_total, want 1", series)
+	}
+}
+
+// TestBisectedOutputIsSealedAsItComes: a batch whose output is over
+// max_output_bytes is bisected into many calls, and the blocks are sealed
+// after each of them, so that the open blocks never hold more than
+// chunk_bytes plus one call's output. Before, a bisected batch's output all
+// piled up in the open blocks until the whole poll was transformed: 64 MiB
+// here, under a 4 MiB max_output_bytes and 1 MiB chunks. The sink inserts
+// into a real ClickHouse, and every row lands.
+func TestBisectedOutputIsSealedAsItComes(t *testing.T) {
+	ch := testinfra.ClickHouseT(t)
+	ctx := context.Background()
+	if err := ch.Exec(ctx, "CREATE TABLE adv (offset UInt64, value String) ENGINE = MergeTree ORDER BY offset"); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := workerTestPipeline(t, 100, time.Hour)
+	p.cfg.Module.MaxBatchRecords, p.cfg.Module.MaxBatchBytes = 1000, 1<<20
+	var err error
+	if p.sink, err = clickhouse.New(ctx, clickhouse.Config{Addr: ch.Addr}, p.log); err != nil {
+		t.Fatal(err)
+	}
+	sinkCtx, stopSink := context.WithCancel(ctx)
+	sinkDone := make(chan error, 1)
+	go func() { sinkDone <- p.sink.Run(sinkCtx) }()
+	defer func() { stopSink(); <-sinkDone }()
+	tbl, err := p.sink.Table(ctx, "adv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wasm, err := os.ReadFile(wasmbuild.BuildT(t, "examples/adversarial/malformed-rows"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := wasmhost.Limits{MaxOutputBytes: 4<<20 + 64<<10}
+	m, err := p.rt.LoadWithLimits(ctx, "malformed-rows", wasm, lim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &route{name: "malformed-rows", topics: []string{"adv"}, tables: []*clickhouse.Table{tbl}, limits: lim,
+		maxTraps: 100, trapCooldown: time.Hour, flow: &flowControl{high: 1 << 40}}
+	r.activate(&moduleVersion{module: m})
+	p.routes = append(p.routes, r)
+	p.byTopic["adv"] = r
+
+	tp := topicPartition{"adv", 0}
+	a := &partitionAcks{topic: tp.topic, partition: tp.partition}
+	w := newPartitionWorker(p, tp, a)
+	const n, rowBytes = 64, 1 << 20
+	var recs []*kgo.Record
+	for off := range int64(n) {
+		recs = append(recs, &kgo.Record{Topic: tp.topic, Offset: off, Value: fmt.Appendf(nil, "big:%d", rowBytes)})
+	}
+	b := polledBatch{recs: recs, ack: a.track(0, eo(n-1), 100*n), ctx: ctx, span: trace.SpanFromContext(ctx)}
+	if err := w.process(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.sealAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	bound := p.sink.Config().ChunkBytes + lim.MaxOutputBytes
+	t.Logf("peak open block bytes %d MiB, bound %d MiB, of %d MiB of output", w.peakOpen>>20, bound>>20, n*rowBytes>>20)
+	if w.peakOpen > bound {
+		t.Errorf("open blocks held %d bytes, over chunk_bytes + max_output_bytes = %d", w.peakOpen, bound)
+	}
+	for {
+		wm, ok := a.watermark()
+		if ok && wm.Offset == n {
+			break
+		}
+		select {
+		case err := <-sinkDone:
+			t.Fatalf("sink stopped: %v", err)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if got, err := ch.Query(ctx, "SELECT count(), sum(length(value)) FROM adv"); err != nil {
+		t.Fatal(err)
+	} else if want := fmt.Sprintf("%d\t%d", n, n*rowBytes); strings.TrimSpace(got) != want {
+		t.Errorf("adv holds (rows, bytes) %q, want %q", got, want)
 	}
 }
