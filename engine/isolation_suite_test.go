@@ -25,10 +25,12 @@ import (
 
 // The isolation suite runs the real sluice binary with two tenants on the
 // real broker and ClickHouse. Tenant B drains a backlog of log lines alone,
-// beside tenant A whose pipelines are each hostile in one of the ways of
-// issue 12, and alone again; B must keep 80% of its solo rate, land exactly
-// what it produced, and the process's peak RSS must stay under
-// isoRSSBound. SLUICE_ISOLATION=full runs larger volumes.
+// then beside tenant A whose pipelines are each hostile in one of the ways
+// of issue 12, then alone again, mix after mix; B must keep 80% of the
+// solo rate of the runs just before and after each mix, land exactly what
+// it produced, and the process's peak RSS must stay under isoRSSBound.
+// `go test` runs the reduced profile; SLUICE_ISOLATION=full runs larger
+// volumes (`go tool task isolation PROFILE=full`).
 
 type isoProfile struct {
 	name     string
@@ -44,7 +46,7 @@ func isoProfileFromEnv() isoProfile {
 	if os.Getenv("SLUICE_ISOLATION") == "full" {
 		return isoProfile{name: "full", bRecords: 1_000_000, hostile: 400, bigBytes: 4 << 20, bigCount: 1000, poison: 10, stalled: 100}
 	}
-	return isoProfile{name: "reduced", bRecords: 400_000, hostile: 30, bigBytes: 1 << 20, bigCount: 64, poison: 10, stalled: 20}
+	return isoProfile{name: "reduced", bRecords: 300_000, hostile: 30, bigBytes: 1 << 20, bigCount: 64, poison: 10, stalled: 20}
 }
 
 // The configured limits the RSS bound is computed from.
@@ -81,9 +83,12 @@ type isoPipeline struct {
 	table  string
 	params map[string]string
 	values [][]byte
+	run    string // the run whose records these are
 }
 
-func (p isoPipeline) topic() string { return "a-" + p.name }
+// topic is the pipeline's topic in its run: every run of a mix gets fresh
+// records.
+func (p isoPipeline) topic() string { return "a-" + p.name + "-" + p.run }
 
 // freeAddr returns a loopback address nothing listens on now.
 func freeAddr(t *testing.T) string {
@@ -261,12 +266,6 @@ func bProgress(t *testing.T, e *tenantEnv, r *isoRun, want int) time.Time {
 // in issue 12, tenant A's runs while tenant B drains, in one process of the
 // real binary.
 func TestIsolationSuite(t *testing.T) {
-	if os.Getenv("SLUICE_ISOLATION") == "" {
-		// Its rate check compares runs minutes apart on the whole machine:
-		// it runs in its own task, `go tool task isolation`, not beside
-		// the other suites.
-		t.Skip("the isolation suite runs with SLUICE_ISOLATION=reduced or full: go tool task isolation")
-	}
 	prof := isoProfileFromEnv()
 	bin := buildSluice(t)
 	advDir := t.TempDir()
@@ -315,17 +314,9 @@ func TestIsolationSuite(t *testing.T) {
 			mixNames = append(mixNames, strings.Split(m, ","))
 		}
 	}
-	runs := []string{"solo1", "solo2"}
-	for i := range mixNames {
-		runs = append(runs, fmt.Sprintf("mix%d", i+1))
-	}
-	topics := map[string]int{}
-	for _, run := range runs {
-		topics["b-"+run], topics["dlq-"+run] = isoPartitionsB, 1
-	}
-	for _, p := range pipes {
-		topics[p.topic()] = 1
-	}
+	// B drains the same backlog in every run, each run in a consumer group
+	// of its own; A's topics and the dead-letter topic are made per run.
+	topics := map[string]int{"b-logs": isoPartitionsB}
 	advDDL := "CREATE TABLE %s (offset UInt64, value String) ENGINE = MergeTree ORDER BY offset"
 	logsAs := func(table string) string {
 		return strings.Replace(readSchema(t), "CREATE TABLE logs", "CREATE TABLE "+table, 1)
@@ -334,21 +325,37 @@ func TestIsolationSuite(t *testing.T) {
 		fmt.Sprintf(advDDL, "adv"), fmt.Sprintf(advDDL, "adv_big"),
 		fmt.Sprintf(eventsDDL, "a_events"))
 	ctx := context.Background()
-	cl, err := e.kafka.NewClient()
-	if err != nil {
-		t.Fatal(err)
-	}
-	big := "4194304"
-	if _, err := kadm.NewClient(cl).AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "max.message.bytes", Value: &big}}, "a-logs"); err != nil {
-		t.Fatal(err)
-	}
-	cl.Close()
-	for _, run := range runs {
-		produceTo(t, e, "b-"+run, logLines(uint64(len(run)), prof.bRecords))
-	}
-	for _, p := range pipes {
-		if len(p.values) > 0 {
-			produceTo(t, e, p.topic(), p.values, kgo.ProducerBatchMaxBytes(4<<20))
+	produceTo(t, e, "b-logs", logLines(1, prof.bRecords))
+	// prepare makes run's topics and A's records, and empties A's tables.
+	prepare := func(run string, a []isoPipeline) {
+		t.Helper()
+		if err := e.kafka.CreateTopic(ctx, "dlq-"+run, 1); err != nil {
+			t.Fatal(err)
+		}
+		for _, table := range []string{"adv", "adv_big", "a_logs", "a_perm", "a_events"} {
+			if err := e.ch.Exec(ctx, "TRUNCATE TABLE IF EXISTS "+table); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, p := range a {
+			if err := e.kafka.CreateTopic(ctx, p.topic(), 1); err != nil {
+				t.Fatal(err)
+			}
+			if p.name == "logs" {
+				cl, err := e.kafka.NewClient()
+				if err != nil {
+					t.Fatal(err)
+				}
+				big := "4194304"
+				_, err = kadm.NewClient(cl).AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "max.message.bytes", Value: &big}}, p.topic())
+				cl.Close()
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			if len(p.values) > 0 {
+				produceTo(t, e, p.topic(), p.values, kgo.ProducerBatchMaxBytes(4<<20))
+			}
 		}
 	}
 	cacheDir := t.TempDir()
@@ -377,17 +384,17 @@ admin:
   store_dir: %s
   admin_tokens: ["%s"]
 tenants:
-`, e.kafka.Addr, strings.TrimSuffix(run, "-2"), e.ch.Addr, strings.TrimSuffix(run, "-2"), cacheDir, obs, adm, t.TempDir(), tokenHash("iso-admin"))
+`, e.kafka.Addr, run, e.ch.Addr, run, cacheDir, obs, adm, t.TempDir(), tokenHash("iso-admin"))
 		if b {
 			fmt.Fprintf(&s, `  - id: beta
     max_inflight_bytes: %d
     limits: {memory_bytes: %d}
     pipelines:
       - name: logs
-        topics: [b-%s]
+        topics: [b-logs]
         tables: [logs]
         module: {path: %s}
-`, isoBudgetB, isoMemB, run, logNormalize)
+`, isoBudgetB, isoMemB, logNormalize)
 		}
 		if len(a) > 0 {
 			fmt.Fprintf(&s, `  - id: acme
@@ -457,29 +464,29 @@ tenants:
 		}
 	}
 
-	solo1 := measure("solo1", nil, nil)
-	solo1.r.p.term()
-	checkB("solo1")
-
 	type mixResult struct {
 		name    string
 		classes []string
 		res     result
+		solo    float64 // B's rate in the solo runs just before and after
 		peak    int64
 		bound   int64
 	}
-	var mixes []mixResult
 	var table []string // one line per class, for the log
-	for mi, names := range mixNames {
-		run := fmt.Sprintf("mix%d", mi+1)
+	// runMix runs A's pipelines of names beside B, as run, and checks what
+	// each class must show.
+	runMix := func(run string, names []string) mixResult {
+		t.Helper()
 		var a []isoPipeline
 		has := map[string]bool{}
 		for _, p := range pipes {
 			if slices.Contains(names, p.name) {
+				p.run = run
 				a = append(a, p)
 				has[p.name] = true
 			}
 		}
+		prepare(run, a)
 		w := watchDLQ(t, e, "dlq-"+run)
 		var (
 			apiResults          []isoAPIResult
@@ -506,17 +513,18 @@ tenants:
 					t.Error(err)
 					return
 				}
-				produceTo(t, e, "a-perm", logLines(8, permRecords))
+				produceTo(t, e, "a-perm-"+run, logLines(8, permRecords))
 			}
 			if has["grow"] {
 				apiResults, wrong429, dotStatus, stalledHeld = abuseAdmin(t, r.admAddr, adv, prof.stalled)
 			}
 			if has["crash"] {
+				crash := []isoPipeline{a[slices.IndexFunc(a, func(p isoPipeline) bool { return p.name == "crash" })]}
 				// Class 9: a second member that consumes only A's
 				// crash-looping topic joins while B drains (a revoke
 				// during A's cool-downs) and leaves after. It stands for
 				// another host, so it yields the CPU to the process measured.
-				member2 = startSluice(t, bin, t.TempDir(), run+"-member2", config(run+"-2", freeAddr(t), freeAddr(t), pipes[8:9], false), true)
+				member2 = startSluice(t, bin, t.TempDir(), run+"-member2", config(run, freeAddr(t), freeAddr(t), crash, false), true)
 				rebalanced = waitMembers(t, e, "iso-"+run, 2, member2)
 			}
 			if has["perm"] {
@@ -531,6 +539,9 @@ tenants:
 			<-bDone
 		})
 		checkB(run)
+		if mixedRun == nil {
+			t.Fatalf("%s: sluice never ran", run)
+		}
 		if gone, err := mixedRun.exited(); gone {
 			t.Errorf("%s: sluice exited while B drained: %v", run, err)
 		}
@@ -646,22 +657,49 @@ tenants:
 				t.Errorf("5 a path with ..: %d without a token, want 401", dotStatus)
 			}
 		}
-		mixes = append(mixes, mixResult{name: run, classes: classes, res: res, peak: peak, bound: bound})
+		return mixResult{name: run, classes: classes, res: res, peak: peak, bound: bound}
+	}
+	solo := func(run string) float64 {
+		t.Helper()
+		r := measure(run, nil, nil)
+		r.r.p.term()
+		checkB(run)
+		t.Logf("%s: tenant B alone %.0f rows/s, peak RSS %d MiB", run, r.rate, r.r.peak.peakRSS.Load()>>20)
+		return r.rate
 	}
 
-	solo2 := measure("solo2", nil, nil)
-	solo2.r.p.term()
-	checkB("solo2")
-
-	soloRate := (solo1.rate + solo2.rate) / 2
-	t.Logf("isolation suite, profile %s: tenant B alone %.0f and %.0f rows/s (peak RSS %d and %d MiB)",
-		prof.name, solo1.rate, solo2.rate, solo1.r.peak.peakRSS.Load()>>20, solo2.r.peak.peakRSS.Load()>>20)
-	for _, m := range mixes {
-		t.Logf("%s: B beside A %.0f rows/s (%.1f%% of solo), peak RSS %d MiB (bound %d MiB): %s",
-			m.name, m.res.rate, 100*m.res.rate/soloRate, m.peak>>20, m.bound>>20, strings.Join(m.classes, ", "))
-		if m.res.rate < 0.8*soloRate {
-			t.Errorf("%s: tenant B at %.0f rows/s beside A, below 80%% of its solo %.0f rows/s", m.name, m.res.rate, soloRate)
+	// Each mix is compared with the solo runs just before and after it,
+	// so that a change in what else the machine runs moves both. A mix
+	// under 80% runs once more, with a solo run after it: a hostile
+	// class that slows B does so every time, a busy moment seldom twice.
+	before := solo("solo0")
+	var mixes []mixResult
+	for mi, names := range mixNames {
+		for attempt := 1; ; attempt++ {
+			run := fmt.Sprintf("mix%d", mi+1)
+			if attempt > 1 {
+				run += "-again"
+			}
+			m := runMix(run, names)
+			after := solo("solo-after-" + run)
+			m.solo = (before + after) / 2
+			before = after
+			mixes = append(mixes, m)
+			ratio := m.res.rate / m.solo
+			if ratio >= 0.8 {
+				break
+			}
+			if attempt == 2 {
+				t.Errorf("%s: tenant B at %.0f rows/s beside A, below 80%% of its solo %.0f rows/s, twice", run, m.res.rate, m.solo)
+				break
+			}
+			t.Logf("%s: tenant B at %.1f%% of the solo runs beside it; running the mix once more", run, 100*ratio)
 		}
+	}
+	t.Logf("isolation suite, profile %s:", prof.name)
+	for _, m := range mixes {
+		t.Logf("%s: B beside A %.0f rows/s (%.1f%% of the solo runs beside it, %.0f rows/s), peak RSS %d MiB (bound %d MiB): %s",
+			m.name, m.res.rate, 100*m.res.rate/m.solo, m.solo, m.peak>>20, m.bound>>20, strings.Join(m.classes, ", "))
 	}
 	t.Logf("per class:\n%s", strings.Join(table, "\n"))
 }
