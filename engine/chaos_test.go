@@ -44,6 +44,9 @@ func TestChaos(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the chaos run needs the real broker and ClickHouse")
 	}
+	// Mostly waiting on held faults and quiescence, with servers of its
+	// own: it runs beside the fault suite, after the package's other tests.
+	t.Parallel()
 	prof := chaosProfileFromEnv(t)
 	env := &chaosEnv{
 		bin:      buildSluice(t),

@@ -352,6 +352,9 @@ func (s *scenario) report(want int) int {
 var faultReport []string
 
 func TestFaults(t *testing.T) {
+	// Mostly waiting on outages and drains, with servers of its own: it
+	// runs beside the chaos run, after the package's other tests.
+	t.Parallel()
 	name, prof := profile()
 	e := &faultEnv{
 		bin:   buildSluice(t),

@@ -9,9 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,7 +18,6 @@ import (
 
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/engine/tenancy"
-	"github.com/sluicehq/sluice/internal/loggen"
 	"github.com/sluicehq/sluice/internal/testinfra"
 	"github.com/sluicehq/sluice/internal/wasmbuild"
 )
@@ -253,133 +250,6 @@ func TestHotSwap(t *testing.T) {
 	}
 	if v, ok := store.Active("acme", "events"); !ok || v.SHA256 != sha1 {
 		t.Errorf("store's active version after the rollback = %v %v, want %s", v.SHA256, ok, sha1)
-	}
-}
-
-// TestTenantIsolation measures tenant B's throughput alone and while
-// tenant A runs a module that loops forever on every record, in the same
-// run: B must stay within 20% of its solo figure.
-func TestTenantIsolation(t *testing.T) {
-	const n = 1_000_000
-	topics := map[string]int{"a-loop": 1, "dlq": 1}
-	for i := range 3 {
-		topics[fmt.Sprintf("b-logs-%d", i)] = 2
-	}
-	e := newTenantEnv(t, topics, readSchema(t), fmt.Sprintf(eventsDDL, "a_events"))
-	logNormalize := wasmbuild.BuildT(t, "examples/log-normalize")
-	loop := wasmbuild.BuildVersionT(t, versionedModule, "loop")
-
-	// A's records all loop; B's are log lines.
-	cl, err := e.kafka.NewClient(kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx := context.Background()
-	for range 2000 {
-		cl.Produce(ctx, &kgo.Record{Topic: "a-loop", Value: []byte("loop")}, nil)
-	}
-	var wg sync.WaitGroup
-	for run := range 3 {
-		topic := fmt.Sprintf("b-logs-%d", run)
-		for i := range n {
-			wg.Add(1)
-			cl.Produce(ctx, &kgo.Record{Topic: topic, Value: loggen.Generate(uint64(run), i).JSON}, func(_ *kgo.Record, err error) {
-				defer wg.Done()
-				if err != nil {
-					t.Errorf("produce: %v", err)
-				}
-			})
-		}
-	}
-	if err := cl.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
-	wg.Wait()
-
-	tenantB := func(topic string) engine.TenantConfig {
-		// The same in-flight budget alone and beside A.
-		return engine.TenantConfig{ID: "beta", MaxInflightBytes: 64 << 20, Pipelines: []engine.TenantPipelineConfig{{Name: "logs",
-			Topics: []string{topic}, Tables: []string{"logs"}, Module: engine.TenantModuleConfig{Path: logNormalize}}}}
-	}
-	tenantA := engine.TenantConfig{ID: "acme", MaxInflightBytes: 16 << 20,
-		Limits: engine.ModuleLimits{Deadline: 50 * time.Millisecond},
-		// A short cool-down, so that A fails again and again while B's rate
-		// is measured: 6 poison records found by bisection (each trap 50 ms
-		// of CPU), a 2 s pause, again.
-		MaxTrapsPerMinute: 5, TrapCooldown: 2 * time.Second,
-		Pipelines: []engine.TenantPipelineConfig{{Name: "loop", Topics: []string{"a-loop"}, Tables: []string{"a_events"},
-			Module: engine.TenantModuleConfig{Path: loop, Params: map[string]string{"table": "a_events"}}}}}
-
-	// measure drains B's topic and returns B's rows per second, from the
-	// first row landed to the last.
-	measure := func(idx int, tenants ...engine.TenantConfig) (float64, engine.Stats, string) {
-		t.Helper()
-		if err := e.ch.Exec(ctx, "TRUNCATE TABLE logs"); err != nil {
-			t.Fatal(err)
-		}
-		cfg := e.config(t, fmt.Sprintf("isolation-%d", idx), tenants...)
-		p, stop := run(t, cfg)
-		// Rows land an insert at a time (tens of thousands of rows, up to
-		// insert_linger apart): the rate between 10% and 90% of the rows
-		// leaves out the start-up and the last linger.
-		// A loaded machine is slow, not stuck: give up only when no row
-		// lands for a minute.
-		var t10, t90 time.Time
-		last, lastMove := -1, time.Now()
-		for t90.IsZero() {
-			c := queryInt(t, e.ch, "SELECT count() FROM logs")
-			if c >= n/10 && t10.IsZero() {
-				t10 = time.Now()
-			}
-			if c >= n-n/10 {
-				t90 = time.Now()
-			}
-			if c != last {
-				last, lastMove = c, time.Now()
-			}
-			if time.Since(lastMove) > time.Minute {
-				t.Fatalf("run %d: %d of %d rows, none for a minute", idx, c, n)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		rate := float64(n-2*(n/10)) / t90.Sub(t10).Seconds()
-		waitRows(t, e.ch, n, time.Minute)
-		st := p.Stats()
-		srv := httptest.NewServer(p.Handler())
-		metrics := get(t, srv.URL+"/metrics")
-		srv.Close()
-		if err := stop(); err != nil {
-			t.Fatal(err)
-		}
-		return rate, st, metrics
-	}
-	solo1, _, _ := measure(0, tenantB("b-logs-0"))
-	mixed, st, metrics := measure(1, tenantA, tenantB("b-logs-1"))
-	solo2, _, _ := measure(2, tenantB("b-logs-2"))
-	solo := (solo1 + solo2) / 2
-	t.Logf("tenant B alone: %.0f and %.0f rows/s; with tenant A looping: %.0f rows/s (%.1f%% of solo); A's traps %d, dead-lettered %d",
-		solo1, solo2, mixed, 100*mixed/solo, st.Traps, st.DeadLettered)
-	// A's limits were enforced (the deadline, in rounds of 6 before its
-	// partition was paused) and reported per tenant.
-	if st.Traps < 12 {
-		t.Errorf("tenant A's module trapped %d times, want at least two rounds of 6 (max_traps_per_minute 5, then paused)", st.Traps)
-	}
-	for _, want := range []string{
-		`sluice_module_failures_total{cause="deadline",module="acme/loop",pipeline="loop",tenant="acme"} `,
-		`sluice_module_rows_out_total{module="beta/logs",pipeline="logs",sha256=`,
-	} {
-		if !strings.Contains(metrics, want) {
-			t.Errorf("/metrics lacks %q", want)
-		}
-	}
-	_, after, _ := strings.Cut(metrics, `sluice_module_failures_total{cause="deadline",module="acme/loop",pipeline="loop",tenant="acme"} `)
-	line, _, _ := strings.Cut(after, "\n")
-	if v, err := strconv.Atoi(line); err != nil || v < int(st.Traps) {
-		t.Errorf("deadline failures of tenant A in /metrics: %q, want at least %d", line, st.Traps)
-	}
-	if mixed < 0.8*solo {
-		t.Errorf("tenant B at %.0f rows/s with A looping, below 80%% of its solo %.0f rows/s", mixed, solo)
 	}
 }
 
