@@ -759,6 +759,9 @@ impl<'a> Row<'a> {
         date(u16) => Date;
         /// Writes a DateTime: seconds since the Unix epoch.
         datetime(u32) => DateTime;
+        /// Writes a DateTime64(P) from its ticks: units of 10^-P seconds
+        /// since the Unix epoch (milliseconds for DateTime64(3)).
+        datetime64(i64) => DateTime64;
     }
 
     /// Writes a String (or LowCardinality(String)) value.
