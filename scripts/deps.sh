@@ -154,8 +154,10 @@ fi
 # Rust: Debian's rustc and cargo 1.63 with libstd-rust-dev-wasm32 (the
 # wasm32-wasi standard library). They install to /usr/bin; a rustup toolchain
 # earlier on PATH has no wasm32 target, so the builds call /usr/bin/cargo with
-# RUSTC=/usr/bin/rustc. AssemblyScript: node and npm, then the asc version
-# pinned in guest-sdk/assemblyscript/package-lock.json (npm ci).
+# RUSTC=/usr/bin/rustc. rustc brings the build machine's standard library
+# (libstd-rust-dev) too, for the native builds that tests and benchmarks
+# compare with the wasm ones. AssemblyScript: node and npm, then the asc
+# version pinned in guest-sdk/assemblyscript/package-lock.json (npm ci).
 RUST_PKGS=(rustc cargo libstd-rust-dev-wasm32)
 rust_missing=()
 for pkg in "${RUST_PKGS[@]}"; do

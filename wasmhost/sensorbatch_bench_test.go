@@ -1,21 +1,41 @@
 package wasmhost
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/wasmbuild"
 )
 
 // BenchmarkSensorBatchSDKs runs the sensor-batch module of every SDK on
 // the same 1000 batches of the workload's corpus (100,000 events), in
 // calls of 200 records, as sluice runs them (wasm with the deadline
-// instrumentation), and the C port natively (clang -O2 both ways): the
-// wasm-vs-native ratio and rows per core-second of each, in one run.
+// instrumentation), and the Go, C and Rust modules natively, on the same
+// payloads: the wasm-vs-native ratio and rows per core-second of each, in
+// one run.
 //
 //	go test -run '^$' -bench SensorBatchSDKs -benchtime 3s ./wasmhost/
 //
 // rows/s is per wall second; cpu-ns/row is the process's CPU time per row
-// (host and guest), rows/core-s its inverse.
+// (host and guest), rows/core-s its inverse. The native builds are compiled
+// as their wasm builds are (clang -O2; cargo's release profile; the Go
+// toolchain's defaults). C and Rust are shared libraries called in process,
+// one cgo call per batch; the Go module, which cannot share this process's
+// Go runtime, is its own native build (examples/sensor-batch/native.go)
+// running the same handler in process on the same payloads, in a child
+// process whose CPU time for the calls alone it reports. Every native arm
+// checks each output's framing and counts its rows, as the host does.
 func BenchmarkSensorBatchSDKs(b *testing.B) {
 	const batches, perCall = 1000, 200
 	msgs := sensorCorpus(0, batches)
@@ -46,12 +66,13 @@ func BenchmarkSensorBatchSDKs(b *testing.B) {
 			n += r.Rows()
 		}
 	}
+	reportRows := func(b *testing.B, total float64, cpu, wall time.Duration) {
+		b.ReportMetric(total/wall.Seconds(), "rows/s")
+		b.ReportMetric(float64(cpu.Nanoseconds())/total, "cpu-ns/row")
+		b.ReportMetric(total/float64(cpu.Nanoseconds())*1e9, "rows/core-s")
+	}
 	report := func(b *testing.B, rows int, cpu0 time.Duration) {
-		total := float64(b.N) * float64(rows)
-		b.ReportMetric(total/b.Elapsed().Seconds(), "rows/s")
-		cpu := float64((cpuTime() - cpu0).Nanoseconds())
-		b.ReportMetric(cpu/total, "cpu-ns/row")
-		b.ReportMetric(total/cpu*1e9, "rows/core-s")
+		reportRows(b, float64(b.N)*float64(rows), cpuTime()-cpu0, b.Elapsed())
 	}
 	wasmArms := []sensorBatchPort{{"sensor-batch-go", func(tb testing.TB) []byte { return moduleWasm(tb, "examples/sensor-batch") }}}
 	wasmArms = append(wasmArms, sensorBatchPorts...)
@@ -80,38 +101,150 @@ func BenchmarkSensorBatchSDKs(b *testing.B) {
 			report(b, rows/len(calls), cpu0)
 		})
 	}
-	b.Run("sensor-batch-c/native", func(b *testing.B) {
-		native := cModuleNative(b, "examples/sensor-batch-c")
-		if msg := native.Init(encodeInit(cfg)); msg != "" {
-			b.Fatalf("native init: %s", msg)
-		}
-		lim, err := Limits{}.withDefaults()
-		if err != nil {
-			b.Fatal(err)
-		}
-		payloads := make([][]byte, len(calls))
-		for i, c := range calls {
-			payloads[i] = make([]byte, c.encodedSize())
-			c.encode(payloads[i])
-		}
-		run := func(i int) int {
-			out := Output{total: perCall}
-			if err := parseOutput(&out, native.Transform(payloads[i]), perCall, lim); err != nil {
+	payloads := make([][]byte, len(calls))
+	for i, c := range calls {
+		payloads[i] = make([]byte, c.encodedSize())
+		c.encode(payloads[i])
+	}
+	for _, arm := range sensorBatchNatives {
+		b.Run(arm.name+"/native", func(b *testing.B) {
+			native := arm.load(b)
+			if msg := native.Init(encodeInit(cfg)); msg != "" {
+				b.Fatalf("native init: %s", msg)
+			}
+			lim, err := Limits{}.withDefaults()
+			if err != nil {
 				b.Fatal(err)
 			}
-			return countRows(b, out)
-		}
-		rows := 0
-		for i := range payloads {
-			rows += run(i)
-		}
-		checkRows(b, rows)
-		b.ReportAllocs()
+			run := func(i int) int {
+				out := Output{total: perCall}
+				if err := parseOutput(&out, native.Transform(payloads[i]), perCall, lim); err != nil {
+					b.Fatal(err)
+				}
+				return countRows(b, out)
+			}
+			rows := 0
+			for i := range payloads {
+				rows += run(i)
+			}
+			checkRows(b, rows)
+			b.ReportAllocs()
+			b.ResetTimer()
+			cpu0 := cpuTime()
+			for i := 0; b.Loop(); i++ {
+				run(i % len(payloads))
+			}
+			report(b, rows/len(calls), cpu0)
+		})
+	}
+	b.Run("sensor-batch-go/native", func(b *testing.B) {
+		d := startGoNative(b, "examples/sensor-batch", encodeInit(cfg), payloads)
+		checkRows(b, d.rows)
 		b.ResetTimer()
-		cpu0 := cpuTime()
-		for i := 0; b.Loop(); i++ {
-			run(i % len(payloads))
+		rows, cpu, wall := d.run(b, b.N)
+		b.StopTimer()
+		if want := b.N * d.rows / len(payloads); b.N%len(payloads) == 0 && rows != want {
+			b.Fatalf("%d calls wrote %d rows, want %d", b.N, rows, want)
 		}
-		report(b, rows/len(calls), cpu0)
+		reportRows(b, float64(rows), cpu, wall)
 	})
+}
+
+// goNatives are the Go modules built natively by this test binary, each once.
+var goNatives sync.Map // repo-relative dir → *goNative
+
+type goNative struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// goNativeDriver is a running native build of a Go module's driver: it
+// runs the module's handler on the payloads it was given (see
+// examples/sensor-batch/native.go).
+type goNativeDriver struct {
+	cmd  *exec.Cmd
+	in   io.WriteCloser
+	out  *bufio.Scanner
+	rows int // the rows of one pass over the payloads
+}
+
+// startGoNative builds the Go module at repoRelDir for the build machine
+// (once per test binary), writes the init payload and the batch payloads
+// for it, and starts it; it is stopped when tb ends.
+func startGoNative(tb testing.TB, repoRelDir string, init []byte, batches [][]byte) *goNativeDriver {
+	tb.Helper()
+	v, _ := goNatives.LoadOrStore(repoRelDir, &goNative{})
+	n := v.(*goNative)
+	n.once.Do(func() {
+		n.path = filepath.Join(buildDir, filepath.Base(repoRelDir)+"-native")
+		cmd := exec.Command("go", "build", "-trimpath", "-o", n.path, ".")
+		cmd.Dir = filepath.Join(wasmbuild.RepoRoot(), repoRelDir)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if err := cmd.Run(); err != nil {
+			n.err = fmt.Errorf("build %s natively: %w\n%s", repoRelDir, err, stderr.String())
+		}
+	})
+	if n.err != nil {
+		tb.Fatal(n.err)
+	}
+	var file []byte
+	for _, p := range append([][]byte{init}, batches...) {
+		file = binary.LittleEndian.AppendUint32(file, uint32(len(p)))
+		file = append(file, p...)
+	}
+	payloads := filepath.Join(tb.TempDir(), "payloads")
+	if err := os.WriteFile(payloads, file, 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	d := &goNativeDriver{cmd: exec.Command(n.path, payloads)}
+	d.cmd.Stderr = os.Stderr
+	var err error
+	if d.in, err = d.cmd.StdinPipe(); err != nil {
+		tb.Fatal(err)
+	}
+	stdout, err := d.cmd.StdoutPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := d.cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		d.in.Close()
+		if err := d.cmd.Wait(); err != nil {
+			tb.Errorf("%s: %v", n.path, err)
+		}
+	})
+	d.out = bufio.NewScanner(stdout)
+	var calls int
+	line := d.line(tb)
+	if _, err := fmt.Sscanf(line, "ready %d %d", &d.rows, &calls); err != nil || calls != len(batches) {
+		tb.Fatalf("%s: %q, want ready ROWS %d", n.path, line, len(batches))
+	}
+	return d
+}
+
+func (d *goNativeDriver) line(tb testing.TB) string {
+	tb.Helper()
+	if !d.out.Scan() {
+		tb.Fatalf("%s ended: %v", d.cmd.Path, d.out.Err())
+	}
+	return d.out.Text()
+}
+
+// run has the driver make calls calls, cycling through its payloads (from
+// the first, on a new driver), and returns the rows they wrote and the
+// driver's CPU and wall time for them.
+func (d *goNativeDriver) run(tb testing.TB, calls int) (rows int, cpu, wall time.Duration) {
+	tb.Helper()
+	if _, err := fmt.Fprintf(d.in, "run %d\n", calls); err != nil {
+		tb.Fatal(err)
+	}
+	line := d.line(tb)
+	if _, err := fmt.Sscan(line, &rows, &cpu, &wall); err != nil || strings.Count(line, " ") != 2 {
+		tb.Fatalf("%s: %q, want ROWS CPU_NS WALL_NS", d.cmd.Path, line)
+	}
+	return rows, cpu, wall
 }

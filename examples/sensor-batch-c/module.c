@@ -1,6 +1,7 @@
 /*
  * module.c: the C port of examples/sensor-batch (Go), with guest-sdk/c: the
- * same rows of sensor_events (ClickHouse 18.16 layout), byte for byte, and
+ * same rows of sensor_events, byte for byte, in the layout the table's
+ * schema has (ClickHouse 18.16's or the modern one with DateTime64), and
  * the same per-record error messages. The Avro decoder follows
  * examples/sensor-batch/sensor/avro.go rule for rule, so that every
  * malformed datum fails at the same byte with the same words.
@@ -26,7 +27,25 @@ static const sluice_column columns18[] = {
 	{"send_ts_us", "Int64"},
 };
 
+/* The reference layout of a modern ClickHouse: batch_ts DateTime64(3) and
+ * send_ts DateTime64(6) instead of the last three columns of columns18. */
+static const sluice_column columns_modern[] = {
+	{"batch_id", "UInt64"},
+	{"event_seq", "UInt16"},
+	{"sensor", "LowCardinality(String)"},
+	{"region", "LowCardinality(String)"},
+	{"name_upper", "LowCardinality(String)"},
+	{"unit", "LowCardinality(String)"},
+	{"value", "Int64"},
+	{"value_scaled", "Int64"},
+	{"quality", "Nullable(Float64)"},
+	{"tags", "Array(LowCardinality(String))"},
+	{"batch_ts", "DateTime64(3)"},
+	{"send_ts", "DateTime64(6)"},
+};
+
 static sluice_table target;
+static int modern; /* the table has the modern layout (columns_modern) */
 
 /* ---- error messages, built in a static buffer -------------------------- */
 
@@ -392,7 +411,7 @@ static int dec_next(decoder *d, event *e) {
 /* ---- the module --------------------------------------------------------- */
 
 /* is_modern reports whether the table's batch_ts is a DateTime64: the
- * modern layout, which the Go module (and so this port) refuses. */
+ * modern layout. */
 static int is_modern(const sluice_table *t) {
 	for (uint32_t i = 0; i < t->ncolumns; i++)
 		if (strcmp(t->columns[i].name, "batch_ts") == 0)
@@ -401,7 +420,8 @@ static int is_modern(const sluice_table *t) {
 }
 
 /* The target table is sensor_events unless the parameter "table" names
- * another; any schema but the 18.16 one of schema.sql is refused. */
+ * another; a DateTime64 batch_ts makes it the modern layout, and any schema
+ * but the layout's in schema.sql is refused. */
 int sluice_module_init(sluice_config *cfg) {
 	char name[256] = "sensor_events";
 	sluice_bytes p;
@@ -413,24 +433,36 @@ int sluice_module_init(sluice_config *cfg) {
 	}
 	if (sluice_find_table(cfg, name, &target) != 0)
 		return -1;
-	if (is_modern(&target)) {
-		char m[512];
-		msg_len = 0;
-		msg_str("sensor-batch: table \"");
-		msg_str(name);
-		msg_str("\" has the modern layout (DateTime64); this build of the module writes only the ClickHouse 18.16 layout");
-		if (msg_len >= sizeof m)
-			msg_len = sizeof m - 1;
-		memcpy(m, msg, msg_len);
-		m[msg_len] = 0;
-		return sluice_refuse(cfg, m);
+	modern = is_modern(&target);
+	if (modern) {
+		if (sluice_table_expect(cfg, &target, columns_modern, sizeof columns_modern / sizeof columns_modern[0]) != 0)
+			return sluice_refuse_context(cfg, "sensor-batch needs the sensor_events table of examples/sensor-batch/schema.sql (modern layout, DateTime64)");
+		return 0;
 	}
 	if (sluice_table_expect(cfg, &target, columns18, sizeof columns18 / sizeof columns18[0]) != 0)
 		return sluice_refuse_context(cfg, "sensor-batch needs the sensor_events table of examples/sensor-batch/schema.sql");
 	return 0;
 }
 
-/* check_header: batch_id fits UInt64 and batch_ts_ms DateTime. */
+/* The range of DateTime64 that ClickHouse documents, 1900-01-01 00:00:00 to
+ * 2299-12-31 23:59:59.999999 UTC, in milliseconds and microseconds. */
+#define MIN_TS64_MS INT64_C(-2208988800000)
+#define MAX_TS64_MS INT64_C(10413791999999)
+#define MIN_TS64_US (MIN_TS64_MS * 1000)
+#define MAX_TS64_US (MAX_TS64_MS * 1000 + 999)
+
+static int range_error(const char *field, int64_t v, const char *type) {
+	msg_str(field);
+	msg_str(" ");
+	msg_int(v);
+	msg_str(" is outside the range of ");
+	msg_str(type);
+	return -1;
+}
+
+/* check_header: batch_id fits UInt64, and the timestamps the table's
+ * types: batch_ts_ms DateTime in the 18.16 layout, batch_ts_ms and
+ * send_ts_us DateTime64 in the modern one. */
 static int check_header(const header *h) {
 	msg_len = 0;
 	if (h->batch_id < 0) {
@@ -439,12 +471,15 @@ static int check_header(const header *h) {
 		msg_str(" is negative");
 		return -1;
 	}
-	if (h->batch_ts_ms < 0 || h->batch_ts_ms / 1000 > (int64_t)UINT32_MAX) {
-		msg_str("batch_ts_ms ");
-		msg_int(h->batch_ts_ms);
-		msg_str(" is outside the range of DateTime (1970 to 2106)");
-		return -1;
+	if (modern) {
+		if (h->batch_ts_ms < MIN_TS64_MS || h->batch_ts_ms > MAX_TS64_MS)
+			return range_error("batch_ts_ms", h->batch_ts_ms, "DateTime64 (1900 to 2299)");
+		if (h->send_ts_us < MIN_TS64_US || h->send_ts_us > MAX_TS64_US)
+			return range_error("send_ts_us", h->send_ts_us, "DateTime64 (1900 to 2299)");
+		return 0;
 	}
+	if (h->batch_ts_ms < 0 || h->batch_ts_ms / 1000 > (int64_t)UINT32_MAX)
+		return range_error("batch_ts_ms", h->batch_ts_ms, "DateTime (1970 to 2106)");
 	return 0;
 }
 
@@ -452,7 +487,8 @@ static uint8_t *upper;
 static size_t upper_cap;
 
 /* write_event applies the transform to e: a seq event_seq cannot hold
- * fails the record, dropped events write nothing, the others a row. */
+ * fails the record, dropped events write nothing, the others a row in the
+ * table's layout. h must have passed check_header. */
 static int write_event(sluice_out *out, const header *h, const event *e) {
 	if ((uint32_t)e->seq > 65535) {
 		msg_len = 0;
@@ -496,9 +532,15 @@ static int write_event(sluice_out *out, const header *h, const event *e) {
 	sluice_put_array(out, e->ntags);
 	for (size_t i = 0; i < e->ntags; i++)
 		sluice_put_string(out, e->tags[i].p, e->tags[i].n);
-	sluice_put_datetime(out, (uint32_t)(h->batch_ts_ms / 1000));
-	sluice_put_u16(out, (uint16_t)(h->batch_ts_ms % 1000));
-	sluice_put_i64(out, h->send_ts_us);
+	if (modern) {
+		/* DateTime64(3) and DateTime64(6) ticks are the Avro values. */
+		sluice_put_datetime64(out, h->batch_ts_ms);
+		sluice_put_datetime64(out, h->send_ts_us);
+	} else {
+		sluice_put_datetime(out, (uint32_t)(h->batch_ts_ms / 1000));
+		sluice_put_u16(out, (uint16_t)(h->batch_ts_ms % 1000));
+		sluice_put_i64(out, h->send_ts_us);
+	}
 	return sluice_row_end(out);
 }
 

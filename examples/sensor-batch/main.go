@@ -8,7 +8,10 @@
 //	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o sensor-batch.wasm .
 //
 // The decoding and the transform rules live in package sensor (plain Go,
-// measured natively too); the row layout in package table.
+// measured natively too); the row layout in package table. Built natively
+// (go build .), the command is instead a driver that runs this module's
+// handler on the host's payloads in process (native.go), to measure it
+// beside its wasm build.
 package main
 
 import (
@@ -18,9 +21,6 @@ import (
 )
 
 func init() { sluice.Run(&module{}) }
-
-// main is never run in a reactor module; init registers the handler.
-func main() {}
 
 type module struct {
 	target *table.Target

@@ -332,7 +332,8 @@ func encodeOps(ops []json.RawMessage) ([]byte, error) {
 		}{
 			"UInt8": {'a', 8, false}, "UInt16": {'b', 16, false}, "UInt32": {'c', 32, false}, "UInt64": {'d', 64, false},
 			"Int8": {'e', 8, true}, "Int16": {'f', 16, true}, "Int32": {'g', 32, true}, "Int64": {'h', 64, true},
-			"Date": {'D', 16, false}, "DateTime": {'T', 32, false}, "Enum8": {'m', 8, true}, "Enum16": {'M', 16, true},
+			"Date": {'D', 16, false}, "DateTime": {'T', 32, false}, "DateTime64": {'t', 64, true},
+			"Enum8": {'m', 8, true}, "Enum16": {'M', 16, true},
 		}
 		if f, ok := fixed[name]; ok {
 			if u, err = num(1, f.bits, f.signed); err != nil {

@@ -10,12 +10,13 @@ export const enum Kind {
   Date, DateTime, Bool, UUID,
   Enum8, Enum16, IPv4, IPv6,
   Nullable, Array,
+  DateTime64,
 }
 
 const KIND_NAMES: string[] = [
   "unsupported type", "UInt8", "UInt16", "UInt32", "UInt64", "Int8", "Int16", "Int32", "Int64",
   "Float32", "Float64", "String", "FixedString", "Date", "DateTime", "Bool", "UUID",
-  "Enum8", "Enum16", "IPv4", "IPv6", "Nullable", "Array",
+  "Enum8", "Enum16", "IPv4", "IPv6", "Nullable", "Array", "DateTime64",
 ];
 
 /** The name of a kind in error messages, as every SDK spells it. */
@@ -29,7 +30,7 @@ export const MAX_DEPTH = 8;
 /** A parsed column type. */
 export class Node {
   kind: Kind = Kind.Invalid;
-  size: i32 = 0; // FixedString(N): N
+  size: i32 = 0; // FixedString(N): N; DateTime64(P): P
   elem: Node | null = null; // Nullable(T), Array(T): T
   enumNames: string[] = [];
   enumValues: i16[] = [];
@@ -214,6 +215,19 @@ class Parser {
         this.quoted();
         this.expect(0x29);
       }
+    } else if (name == "DateTime64") {
+      // DateTime64(P) or DateTime64(P, 'zone'): Int64 ticks of 10^-P
+      // seconds, whatever the zone.
+      t.kind = Kind.DateTime64;
+      this.expect(0x28);
+      const p = this.int();
+      if (this.err == "" && (p < 0 || p > 9)) this.fail("DateTime64 precision " + p.toString() + " out of range");
+      t.size = <i32>p;
+      if (this.peek(0x2c)) {
+        this.pos++;
+        this.quoted();
+      }
+      this.expect(0x29);
     } else if (name == "Enum8" || name == "Enum16") {
       t.kind = name == "Enum8" ? Kind.Enum8 : Kind.Enum16;
       const lo: i64 = name == "Enum8" ? -128 : -32768;

@@ -595,6 +595,8 @@ export class Row {
   date(days: u16): Row { return this.fixed<u16>(Kind.Date, days); }
   /** A DateTime: seconds since the Unix epoch. */
   dateTime(sec: u32): Row { return this.fixed<u32>(Kind.DateTime, sec); }
+  /** A DateTime64(P) from its ticks: units of 10^-P seconds since the Unix epoch (milliseconds for P = 3). */
+  dateTime64(ticks: i64): Row { return this.fixed<i64>(Kind.DateTime64, ticks); }
   bool(v: bool): Row { return this.fixed<u8>(Kind.Bool, v ? 1 : 0); }
 
   /** A UUID from its 16 bytes in text order. */

@@ -73,6 +73,7 @@ class Conformance extends Module {
         case 0x78: r.fixedString(s.bytes()); break; // x
         case 0x44: r.date(s.u16()); break; // D
         case 0x54: r.dateTime(s.u32()); break; // T
+        case 0x74: r.dateTime64(<i64>s.u64()); break; // t
         case 0x42: r.bool(s.u8() != 0); break; // B
         case 0x55: r.uuid(s.fixed(16)); break; // U
         case 0x6d: r.enum8(<i8>s.u8()); break; // m

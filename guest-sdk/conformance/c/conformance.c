@@ -178,6 +178,9 @@ int sluice_module_record(const sluice_record *rec, sluice_out *out) {
 		case 'T':
 			sluice_put_datetime(out, (uint32_t)le(&s, 4));
 			break;
+		case 't':
+			sluice_put_datetime64(out, (int64_t)le(&s, 8));
+			break;
 		case 'B':
 			sluice_put_bool(out, (int)le(&s, 1));
 			break;

@@ -105,6 +105,8 @@ func (m *module) Transform(rec *sluice.Record, out *sluice.Output) error {
 			w.Date(s.u16())
 		case 'T':
 			w.DateTime(s.u32())
+		case 't':
+			w.DateTime64(int64(s.u64()))
 		case 'B':
 			w.Bool(s.fixed(1)[0] != 0)
 		case 'U':

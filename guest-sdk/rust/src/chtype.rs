@@ -18,6 +18,7 @@ pub(crate) enum Kind {
     FixedString,
     Date,
     DateTime,
+    DateTime64,
     Bool,
     Uuid,
     Enum8,
@@ -47,6 +48,7 @@ impl Kind {
             Kind::FixedString => "FixedString",
             Kind::Date => "Date",
             Kind::DateTime => "DateTime",
+            Kind::DateTime64 => "DateTime64",
             Kind::Bool => "Bool",
             Kind::Uuid => "UUID",
             Kind::Enum8 => "Enum8",
@@ -261,6 +263,22 @@ impl<'a> Parser<'a> {
                     self.quoted();
                     self.expect(b')');
                 }
+            }
+            "DateTime64" => {
+                // DateTime64(P) or DateTime64(P, 'zone'): Int64 ticks of
+                // 10^-P seconds, whatever the zone.
+                node.kind = Kind::DateTime64;
+                self.expect(b'(');
+                let p = self.int();
+                if self.err.is_none() && !(0..=9).contains(&p) {
+                    self.fail(format!("DateTime64 precision {} out of range", p));
+                }
+                node.size = p as usize;
+                if self.peek(b',') {
+                    self.pos += 1;
+                    self.quoted();
+                }
+                self.expect(b')');
             }
             "Enum8" | "Enum16" => {
                 let (kind, lo, hi) = if name == "Enum8" { (Kind::Enum8, -128, 127) } else { (Kind::Enum16, -32768, 32767) };

@@ -759,6 +759,9 @@ impl<'a> Row<'a> {
         date(u16) => Date;
         /// Writes a DateTime: seconds since the Unix epoch.
         datetime(u32) => DateTime;
+        /// Writes a DateTime64(P) from its ticks: units of 10^-P seconds
+        /// since the Unix epoch (milliseconds for DateTime64(3)).
+        datetime64(i64) => DateTime64;
     }
 
     /// Writes a String (or LowCardinality(String)) value.
@@ -1141,34 +1144,117 @@ fn write_error(o: &mut Output, msg: &str) {
 /// Exports the guest ABI (sluice_abi_version, sluice_alloc, sluice_init,
 /// sluice_transform) for the module type `$m`. Use it once, at the crate
 /// root of a `cdylib`.
+///
+/// Built for another target than wasm32 (a shared library for the build
+/// machine), it exports instead the C SDK's native entry points,
+/// `sluice_run_init` and `sluice_run_transform` (guest-sdk/c/sluice.h),
+/// so that the native build of a module runs on the host's payloads in
+/// process, as sluice's tests load a C module's native build.
 #[macro_export]
 macro_rules! export {
     ($m:ty) => {
+        #[cfg(target_arch = "wasm32")]
         thread_local! {
             static SLUICE_INSTANCE: ::std::cell::RefCell<$crate::Instance<$m>> =
                 ::std::cell::RefCell::new($crate::Instance::new());
         }
 
+        #[cfg(target_arch = "wasm32")]
         #[no_mangle]
         pub extern "C" fn sluice_abi_version() -> i32 {
             $crate::ABI_VERSION
         }
 
+        #[cfg(target_arch = "wasm32")]
         #[no_mangle]
         pub extern "C" fn sluice_alloc(size: i32) -> i32 {
             SLUICE_INSTANCE.with(|i| i.borrow_mut().wasm_alloc(size))
         }
 
+        #[cfg(target_arch = "wasm32")]
         #[no_mangle]
         pub extern "C" fn sluice_init(ptr: i32, len: i32) -> i64 {
             SLUICE_INSTANCE.with(|i| i.borrow_mut().wasm_init(ptr, len))
         }
 
+        #[cfg(target_arch = "wasm32")]
         #[no_mangle]
         pub extern "C" fn sluice_transform(ptr: i32, len: i32) -> i64 {
             SLUICE_INSTANCE.with(|i| i.borrow_mut().wasm_transform(ptr, len))
         }
+
+        #[cfg(not(target_arch = "wasm32"))]
+        static SLUICE_NATIVE: $crate::NativeSlot<$m> = $crate::NativeSlot::new();
+
+        /// # Safety
+        /// `payload` points at `n` readable bytes, `msg_len` is writable,
+        /// and no other call into the module runs at the same time.
+        #[cfg(not(target_arch = "wasm32"))]
+        #[no_mangle]
+        pub unsafe extern "C" fn sluice_run_init(payload: *const u8, n: usize, msg_len: *mut usize) -> *const u8 {
+            SLUICE_NATIVE.run_init(payload, n, msg_len)
+        }
+
+        /// # Safety
+        /// As for sluice_run_init, with `out_len` for `msg_len`.
+        #[cfg(not(target_arch = "wasm32"))]
+        #[no_mangle]
+        pub unsafe extern "C" fn sluice_run_transform(payload: *const u8, n: usize, out_len: *mut usize) -> *const u8 {
+            SLUICE_NATIVE.run_transform(payload, n, out_len)
+        }
     };
+}
+
+/// The instance behind a native build's entry points ([`export!`]): one per
+/// process rather than per thread, because a native caller (Go through cgo)
+/// may call from any thread. Callers serialize their calls, as they must
+/// with the C SDK's native build, whose state is global too.
+#[doc(hidden)]
+pub struct NativeSlot<M: Module>(std::cell::UnsafeCell<Option<Instance<M>>>);
+
+// SAFETY: the entry points' contract is that calls never overlap.
+unsafe impl<M: Module> Sync for NativeSlot<M> {}
+
+impl<M: Module> NativeSlot<M> {
+    pub const fn new() -> Self {
+        NativeSlot(std::cell::UnsafeCell::new(None))
+    }
+
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn instance(&self) -> &mut Instance<M> {
+        (*self.0.get()).get_or_insert_with(Instance::new)
+    }
+
+    /// sluice_run_init: the refusal (its bytes and length), or null and 0.
+    ///
+    /// # Safety
+    /// See [`export!`]'s sluice_run_init.
+    pub unsafe fn run_init(&self, payload: *const u8, n: usize, msg_len: *mut usize) -> *const u8 {
+        let inst = self.instance();
+        let p = if n == 0 { &[][..] } else { std::slice::from_raw_parts(payload, n) };
+        inst.refusal = match inst.init(p) {
+            Ok(()) => String::new(),
+            Err(m) => m,
+        };
+        *msg_len = inst.refusal.len();
+        if inst.refusal.is_empty() {
+            std::ptr::null()
+        } else {
+            inst.refusal.as_ptr()
+        }
+    }
+
+    /// sluice_run_transform: the output payload, valid until the next call.
+    ///
+    /// # Safety
+    /// See [`export!`]'s sluice_run_transform.
+    pub unsafe fn run_transform(&self, payload: *const u8, n: usize, out_len: *mut usize) -> *const u8 {
+        let inst = self.instance();
+        let p = if n == 0 { &[][..] } else { std::slice::from_raw_parts(payload, n) };
+        let out = inst.transform(p);
+        *out_len = out.len();
+        out.as_ptr()
+    }
 }
 
 #[cfg(test)]
@@ -1258,6 +1344,29 @@ mod tests {
         want.extend_from_slice(&(e2.len() as u32).to_le_bytes());
         want.extend_from_slice(e2.as_bytes());
         assert_eq!(out, want);
+    }
+
+    #[test]
+    fn native_entry_points() {
+        static SLOT: NativeSlot<Numbers> = NativeSlot::new();
+        let mut n = usize::MAX;
+        // SAFETY: the payloads outlive the calls, which do not overlap.
+        unsafe {
+            let wrong = init_payload(&[("t", &[("n", "UInt64")])]);
+            let msg = SLOT.run_init(wrong.as_ptr(), wrong.len(), &mut n);
+            assert_eq!(
+                std::slice::from_raw_parts(msg, n),
+                b"sluice: table \"t\" does not have the columns this module writes: column #1 is n UInt64, want n UInt32"
+            );
+            let payload = init_payload(&[("t", &[("n", "UInt32")])]);
+            assert!(SLOT.run_init(payload.as_ptr(), payload.len(), &mut n).is_null());
+            assert_eq!(n, 0);
+            let b = batch(&[b"7"]);
+            let out = SLOT.run_transform(b.as_ptr(), b.len(), &mut n);
+            let mut want = 1u32.to_le_bytes().to_vec();
+            want.extend_from_slice(&[0, 1, 0, 0, 0, 0, 0, 4, 0, 0, 0, 7, 0, 0, 0]);
+            assert_eq!(std::slice::from_raw_parts(out, n), &want[..]);
+        }
     }
 
     #[test]

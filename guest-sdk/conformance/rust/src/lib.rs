@@ -96,6 +96,9 @@ impl Module for Conformance {
                 b'T' => {
                     w.datetime(s.u32());
                 }
+                b't' => {
+                    w.datetime64(s.u64() as i64);
+                }
                 b'B' => {
                     w.bool(s.fixed::<1>()[0] != 0);
                 }
