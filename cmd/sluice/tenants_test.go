@@ -145,7 +145,9 @@ tenants:
 	}
 	cl.Close()
 
-	if code, stderr, _ := runCLI(t, "module", "push", "-server", url, "-token", token, "-activate", wasm); code != 0 {
+	// Two checks compile the module in the race-instrumented server: on a
+	// busy machine that takes minutes, past the CLI's default bound.
+	if code, stderr, _ := runCLI(t, "module", "push", "-server", url, "-token", token, "-timeout", "10m", "-activate", wasm); code != 0 {
 		t.Fatalf("module push: exit %d: %s", code, stderr)
 	}
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
