@@ -4,24 +4,20 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/binary"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
-	"math/big"
-	"net"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 	"unicode"
 
 	"github.com/sluicehq/sluice/internal/chsql"
+	"github.com/sluicehq/sluice/internal/chtype"
+	"github.com/sluicehq/sluice/internal/chtype/chvalue"
 	"github.com/sluicehq/sluice/sinks/clickhouse"
 	"github.com/sluicehq/sluice/wasmhost"
 )
@@ -607,7 +603,7 @@ type rowPrinter struct {
 	table string
 	names []string
 	keys  []string // the names as JSON, `"name": `
-	cols  []valueType
+	cols  []*chtype.Type
 	buf   bytes.Buffer
 	enc   *json.Encoder // writes to buf, without escaping <, > and & (not HTML)
 }
@@ -617,7 +613,7 @@ func newRowPrinter(table string, cols []clickhouse.Column) (*rowPrinter, error) 
 	p.enc = json.NewEncoder(&p.buf)
 	p.enc.SetEscapeHTML(false)
 	for _, c := range cols {
-		t, err := parseValueType(c.Type)
+		t, err := chtype.Parse(c.Type)
 		if err != nil {
 			return nil, fmt.Errorf("column %s: %w", c.Name, err)
 		}
@@ -648,7 +644,7 @@ func (p *rowPrinter) format(row []byte) (string, error) {
 	p.buf.WriteString(" {")
 	rest := row
 	for i, t := range p.cols {
-		v, n, err := t.decode(rest)
+		v, n, err := chvalue.Decode(t, rest)
 		if err != nil {
 			return "", fmt.Errorf("row for %s: column %s: %w", p.table, p.names[i], err)
 		}
@@ -657,7 +653,7 @@ func (p *rowPrinter) format(row []byte) (string, error) {
 			p.buf.WriteString(", ")
 		}
 		p.buf.WriteString(p.keys[i])
-		if err := p.encode(v); err != nil {
+		if err := p.encode(chvalue.JSON(t, v)); err != nil {
 			return "", err
 		}
 	}
@@ -666,398 +662,6 @@ func (p *rowPrinter) format(row []byte) (string, error) {
 	}
 	p.buf.WriteString("}")
 	return p.buf.String(), nil
-}
-
-// valueType decodes one RowBinary value of a ClickHouse type into a value
-// encoding/json renders.
-type valueType struct {
-	kind   string
-	width  int // fixed width in bytes
-	scale  int // Decimal scale, DateTime64 precision
-	loc    *time.Location
-	enum   map[int64]string
-	elem   *valueType   // Nullable, Array: the element; Map: the value
-	key    *valueType   // Map
-	elems  []*valueType // Tuple
-	signed bool
-}
-
-var errShortRow = errors.New("row ends inside a value")
-
-func parseValueType(typ string) (valueType, error) {
-	typ = strings.TrimSpace(typ)
-	name, args := typ, ""
-	if i := strings.IndexByte(typ, '('); i > 0 && strings.HasSuffix(typ, ")") {
-		name, args = typ[:i], typ[i+1:len(typ)-1]
-	}
-	t := valueType{kind: name}
-	switch name {
-	case "UInt8", "UInt16", "UInt32", "UInt64", "UInt128", "UInt256":
-		t.kind, t.width = "uint", widthOf(name[4:])
-	case "Int8", "Int16", "Int32", "Int64", "Int128", "Int256":
-		t.kind, t.width, t.signed = "int", widthOf(name[3:]), true
-	case "Float32":
-		t.width = 4
-	case "Float64":
-		t.width = 8
-	case "Bool", "String", "UUID", "IPv4", "IPv6", "Date", "Date32", "JSON":
-	case "FixedString":
-		n, err := strconv.Atoi(strings.TrimSpace(args))
-		if err != nil || n <= 0 {
-			return t, fmt.Errorf("type %s: bad length", typ)
-		}
-		t.width = n
-	case "DateTime", "DateTime64":
-		parts := chsql.SplitTopLevel(args)
-		t.loc = time.UTC
-		if name == "DateTime64" {
-			if len(parts) == 0 {
-				return t, fmt.Errorf("type %s: no precision", typ)
-			}
-			p, err := strconv.Atoi(parts[0])
-			if err != nil || p < 0 || p > 9 {
-				return t, fmt.Errorf("type %s: bad precision", typ)
-			}
-			t.scale, parts = p, parts[1:]
-		}
-		if len(parts) > 0 {
-			loc, err := time.LoadLocation(strings.Trim(parts[0], "'"))
-			if err == nil {
-				t.loc = loc
-			}
-		}
-	case "Decimal", "Decimal32", "Decimal64", "Decimal128", "Decimal256":
-		parts := chsql.SplitTopLevel(args)
-		var p, s int
-		var err error
-		switch {
-		case name == "Decimal" && len(parts) == 2:
-			if p, err = strconv.Atoi(parts[0]); err == nil {
-				s, err = strconv.Atoi(parts[1])
-			}
-		case name != "Decimal" && len(parts) == 1:
-			p = map[string]int{"Decimal32": 9, "Decimal64": 18, "Decimal128": 38, "Decimal256": 76}[name]
-			s, err = strconv.Atoi(parts[0])
-		default:
-			err = errors.New("want its precision and scale")
-		}
-		if err != nil || p < 1 || p > 76 || s < 0 || s > p {
-			return t, fmt.Errorf("type %s: bad precision or scale", typ)
-		}
-		t.kind, t.scale, t.signed = "decimal", s, true
-		switch {
-		case p <= 9:
-			t.width = 4
-		case p <= 18:
-			t.width = 8
-		case p <= 38:
-			t.width = 16
-		default:
-			t.width = 32
-		}
-	case "Enum8", "Enum16":
-		t.enum = map[int64]string{}
-		for _, part := range chsql.SplitTopLevel(args) {
-			eq := strings.LastIndexByte(part, '=')
-			if eq < 0 {
-				return t, fmt.Errorf("type %s: enum element %q has no value", typ, part)
-			}
-			v, err := strconv.ParseInt(strings.TrimSpace(part[eq+1:]), 10, 16)
-			if err != nil {
-				return t, fmt.Errorf("type %s: %w", typ, err)
-			}
-			label := strings.TrimSpace(part[:eq])
-			if strings.HasPrefix(label, "'") {
-				if text, end := chsql.Unquote(label, 0); end == len(label) {
-					label = text
-				}
-			}
-			t.enum[v] = label
-		}
-	case "Nullable", "Array", "LowCardinality":
-		elem, err := parseValueType(args)
-		if err != nil {
-			return t, err
-		}
-		if name == "LowCardinality" {
-			return elem, nil
-		}
-		t.elem = &elem
-	case "Map":
-		parts := chsql.SplitTopLevel(args)
-		if len(parts) != 2 {
-			return t, fmt.Errorf("type %s: want Map(K, V)", typ)
-		}
-		k, err := parseValueType(parts[0])
-		if err != nil {
-			return t, err
-		}
-		v, err := parseValueType(parts[1])
-		if err != nil {
-			return t, err
-		}
-		t.key, t.elem = &k, &v
-	case "Tuple":
-		for _, part := range chsql.SplitTopLevel(args) {
-			part = strings.TrimSpace(part)
-			// "name T": a leading identifier and white space before the type.
-			if i := strings.IndexAny(part, " \t("); i > 0 && part[i] != '(' {
-				part = strings.TrimSpace(part[i:])
-			}
-			e, err := parseValueType(part)
-			if err != nil {
-				return t, err
-			}
-			t.elems = append(t.elems, &e)
-		}
-		if len(t.elems) == 0 {
-			return t, fmt.Errorf("type %s: a Tuple needs elements", typ)
-		}
-	default:
-		return t, fmt.Errorf("the printer does not know type %s", typ)
-	}
-	return t, nil
-}
-
-func widthOf(bits string) int {
-	n, _ := strconv.Atoi(bits)
-	return n / 8
-}
-
-func (t *valueType) decode(b []byte) (any, int, error) {
-	le := binary.LittleEndian
-	need := func(n int) error {
-		if len(b) < n {
-			return errShortRow
-		}
-		return nil
-	}
-	switch t.kind {
-	case "uint", "int", "decimal":
-		if err := need(t.width); err != nil {
-			return nil, 0, err
-		}
-		if t.kind != "decimal" && t.width <= 8 {
-			// The common integers fit a machine word: no big.Int.
-			var u uint64
-			for i := t.width - 1; i >= 0; i-- {
-				u = u<<8 | uint64(b[i])
-			}
-			if t.signed {
-				shift := 64 - 8*t.width
-				return int64(u<<shift) >> shift, t.width, nil
-			}
-			return u, t.width, nil
-		}
-		n := littleEndianInt(b[:t.width], t.signed)
-		if t.kind == "decimal" {
-			return decimalString(n, t.scale), t.width, nil
-		}
-		if n.IsInt64() {
-			return n.Int64(), t.width, nil
-		}
-		if n.IsUint64() {
-			return n.Uint64(), t.width, nil
-		}
-		return n.String(), t.width, nil
-	case "Float32":
-		if err := need(4); err != nil {
-			return nil, 0, err
-		}
-		return jsonFloat(float64(math.Float32frombits(le.Uint32(b)))), 4, nil
-	case "Float64":
-		if err := need(8); err != nil {
-			return nil, 0, err
-		}
-		return jsonFloat(math.Float64frombits(le.Uint64(b))), 8, nil
-	case "Bool":
-		if err := need(1); err != nil {
-			return nil, 0, err
-		}
-		return b[0] != 0, 1, nil
-	case "String", "JSON":
-		n, k := binary.Uvarint(b)
-		if k <= 0 || uint64(len(b)-k) < n {
-			return nil, 0, errShortRow
-		}
-		v := b[k : k+int(n)]
-		if t.kind == "JSON" && json.Valid(v) {
-			// A JSON column carries its text: print it as the JSON it is.
-			return json.RawMessage(bytes.Clone(v)), k + int(n), nil
-		}
-		return string(v), k + int(n), nil
-	case "FixedString":
-		if err := need(t.width); err != nil {
-			return nil, 0, err
-		}
-		return string(b[:t.width]), t.width, nil
-	case "Date":
-		if err := need(2); err != nil {
-			return nil, 0, err
-		}
-		return time.Unix(int64(le.Uint16(b))*86400, 0).UTC().Format(time.DateOnly), 2, nil
-	case "Date32":
-		if err := need(4); err != nil {
-			return nil, 0, err
-		}
-		return time.Unix(int64(int32(le.Uint32(b)))*86400, 0).UTC().Format(time.DateOnly), 4, nil
-	case "DateTime":
-		if err := need(4); err != nil {
-			return nil, 0, err
-		}
-		return time.Unix(int64(le.Uint32(b)), 0).In(t.loc).Format(time.DateTime), 4, nil
-	case "DateTime64":
-		if err := need(8); err != nil {
-			return nil, 0, err
-		}
-		ticks := int64(le.Uint64(b))
-		div := int64(math.Pow10(t.scale))
-		sec, frac := ticks/div, ticks%div
-		if frac < 0 {
-			sec, frac = sec-1, frac+div
-		}
-		s := time.Unix(sec, 0).In(t.loc).Format(time.DateTime)
-		if t.scale > 0 {
-			s += fmt.Sprintf(".%0*d", t.scale, frac)
-		}
-		return s, 8, nil
-	case "UUID":
-		if err := need(16); err != nil {
-			return nil, 0, err
-		}
-		var u [16]byte
-		binary.BigEndian.PutUint64(u[:8], le.Uint64(b))
-		binary.BigEndian.PutUint64(u[8:], le.Uint64(b[8:]))
-		h := hex.EncodeToString(u[:])
-		return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:], 16, nil
-	case "IPv4":
-		if err := need(4); err != nil {
-			return nil, 0, err
-		}
-		v := le.Uint32(b)
-		return net.IPv4(byte(v>>24), byte(v>>16), byte(v>>8), byte(v)).String(), 4, nil
-	case "IPv6":
-		if err := need(16); err != nil {
-			return nil, 0, err
-		}
-		return net.IP(bytes.Clone(b[:16])).String(), 16, nil
-	case "Enum8", "Enum16":
-		w := 1
-		if t.kind == "Enum16" {
-			w = 2
-		}
-		if err := need(w); err != nil {
-			return nil, 0, err
-		}
-		v := int64(int8(b[0]))
-		if w == 2 {
-			v = int64(int16(le.Uint16(b)))
-		}
-		name, ok := t.enum[v]
-		if !ok {
-			return nil, 0, fmt.Errorf("enum value %d is not declared", v)
-		}
-		return name, w, nil
-	case "Nullable":
-		if err := need(1); err != nil {
-			return nil, 0, err
-		}
-		if b[0] == 1 {
-			return nil, 1, nil
-		}
-		v, n, err := t.elem.decode(b[1:])
-		return v, n + 1, err
-	case "Array":
-		count, k := binary.Uvarint(b)
-		if k <= 0 || count > uint64(len(b)) {
-			return nil, 0, errShortRow
-		}
-		vals := make([]any, 0, count)
-		pos := k
-		for range count {
-			v, n, err := t.elem.decode(b[pos:])
-			if err != nil {
-				return nil, 0, err
-			}
-			vals = append(vals, v)
-			pos += n
-		}
-		return vals, pos, nil
-	case "Map":
-		// Printed as [key, value] pairs, in the row's order.
-		count, k := binary.Uvarint(b)
-		if k <= 0 || 2*count > uint64(len(b)) {
-			return nil, 0, errShortRow
-		}
-		pairs := make([]any, 0, count)
-		pos := k
-		for range count {
-			key, n, err := t.key.decode(b[pos:])
-			if err != nil {
-				return nil, 0, err
-			}
-			pos += n
-			v, n, err := t.elem.decode(b[pos:])
-			if err != nil {
-				return nil, 0, err
-			}
-			pos += n
-			pairs = append(pairs, []any{key, v})
-		}
-		return pairs, pos, nil
-	case "Tuple":
-		vals := make([]any, 0, len(t.elems))
-		pos := 0
-		for _, e := range t.elems {
-			v, n, err := e.decode(b[pos:])
-			if err != nil {
-				return nil, 0, err
-			}
-			vals = append(vals, v)
-			pos += n
-		}
-		return vals, pos, nil
-	}
-	return nil, 0, fmt.Errorf("cannot print type %s", t.kind)
-}
-
-func littleEndianInt(b []byte, signed bool) *big.Int {
-	be := make([]byte, len(b))
-	for i := range b {
-		be[len(b)-1-i] = b[i]
-	}
-	n := new(big.Int).SetBytes(be)
-	if signed && len(b) > 0 && b[len(b)-1]&0x80 != 0 {
-		n.Sub(n, new(big.Int).Lsh(big.NewInt(1), uint(8*len(b))))
-	}
-	return n
-}
-
-func decimalString(n *big.Int, scale int) string {
-	s := new(big.Int).Abs(n).String()
-	if scale > 0 {
-		if len(s) <= scale {
-			s = strings.Repeat("0", scale-len(s)+1) + s
-		}
-		s = s[:len(s)-scale] + "." + s[len(s)-scale:]
-	}
-	if n.Sign() < 0 {
-		s = "-" + s
-	}
-	return s
-}
-
-// jsonFloat keeps NaN and infinities, which JSON cannot carry, as strings.
-func jsonFloat(f float64) any {
-	switch {
-	case math.IsNaN(f):
-		return "nan"
-	case math.IsInf(f, 1):
-		return "inf"
-	case math.IsInf(f, -1):
-		return "-inf"
-	}
-	return f
 }
 
 // indentLines indents the lines after the first (a trap's wasm stack

@@ -15,9 +15,20 @@ import (
 // (type and SQL literal) with the SDK. sinks/clickhouse TestRowBinaryVectors
 // checks the file's bytes against ClickHouse 18.16 and 26.9.
 var vectorWriters = map[[2]string]func(*Row){
-	{"UInt64", "18446744073709551615"}:             func(r *Row) { r.UInt64(math.MaxUint64) },
-	{"Int32", "-2"}:                                func(r *Row) { r.Int32(-2) },
-	{"String", "'héllo'"}:                          func(r *Row) { r.String("héllo") },
+	{"UInt64", "18446744073709551615"}: func(r *Row) { r.UInt64(math.MaxUint64) },
+	{"Int32", "-2"}:                    func(r *Row) { r.Int32(-2) },
+	{"String", "'héllo'"}:              func(r *Row) { r.String("héllo") },
+	{"Float32", "-1.5"}:                func(r *Row) { r.Float32(-1.5) },
+	{"Bool", "true"}:                   func(r *Row) { r.Bool(true) },
+	{"UUID", "'61f0c404-5cb3-11e7-907b-a6006ad3dba0'"}: func(r *Row) {
+		r.UUID([16]byte{0x61, 0xf0, 0xc4, 0x04, 0x5c, 0xb3, 0x11, 0xe7, 0x90, 0x7b, 0xa6, 0x00, 0x6a, 0xd3, 0xdb, 0xa0})
+	},
+	{"IPv4", "'1.2.3.4'"}:                          func(r *Row) { r.IPv4([4]byte{1, 2, 3, 4}) },
+	{"IPv6", "'2001:db8::1'"}:                      func(r *Row) { r.IPv6([16]byte{0x20, 0x01, 0x0d, 0xb8, 15: 1}) },
+	{"IPv6", "'::ffff:1.2.3.4'"}:                   func(r *Row) { r.IPv6([16]byte{10: 0xff, 11: 0xff, 12: 1, 13: 2, 14: 3, 15: 4}) },
+	{"Enum8('a' = 1, 'b' = -2)", "'b'"}:            func(r *Row) { r.Enum8(-2) },
+	{"Enum16('x' = 1000, 'y' = -300)", "'y'"}:      func(r *Row) { r.Enum16(-300) },
+	{"Nullable(Int64)", "-3"}:                      func(r *Row) { r.Int64(-3) },
 	{"Nullable(String)", "NULL"}:                   func(r *Row) { r.Null() },
 	{"LowCardinality(Nullable(String))", "'x'"}:    func(r *Row) { r.String("x") },
 	{"Array(UInt8)", "[1, 2]"}:                     func(r *Row) { r.BeginArray(2).UInt8(1).UInt8(2) },

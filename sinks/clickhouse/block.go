@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 
 	"github.com/ClickHouse/ch-go/proto"
+
+	"github.com/sluicehq/sluice/internal/chtype"
 )
 
 // Column describes one column of a target table.
@@ -38,8 +40,9 @@ type Table struct {
 	// shards are where a block's parts go, in part order.
 	shards []*shard
 	// lcKind is, per insert column, how Native encoding writes it (see
-	// lowCardinalityKind).
+	// lowCardinalityKind); types are the insert columns' parsed types.
 	lcKind []int
+	types  []*chtype.Type
 
 	// shapeMu guards shape: the buffer lengths of the fullest part of a
 	// recently inserted block, which a fresh block reserves up front.
@@ -123,10 +126,12 @@ func NewTable(database, name string, cols []Column) (*Table, error) {
 		case "MATERIALIZED", "ALIAS":
 			continue
 		}
-		if _, err := newColumn(c.Type); err != nil {
+		typ, err := chtype.Parse(c.Type)
+		if err != nil {
 			return nil, fmt.Errorf("table %s column %s: %w", t.FullName(), c.Name, err)
 		}
 		t.Insert = append(t.Insert, c)
+		t.types = append(t.types, typ)
 		kind, _ := lowCardinalityKind(c.Type) // other LowCardinality types go as their inner type
 		t.lcKind = append(t.lcKind, kind)
 	}
@@ -162,14 +167,9 @@ func (t *Table) NewBlock() *Block {
 }
 
 func (t *Table) newSubBlock() *subBlock {
-	s := &subBlock{cols: make([]column, len(t.Insert))}
-	for i, c := range t.Insert {
-		col, err := newColumn(c.Type)
-		if err != nil {
-			// NewTable checked every type.
-			panic(err)
-		}
-		s.cols[i] = col
+	s := &subBlock{cols: make([]column, len(t.types))}
+	for i, typ := range t.types {
+		s.cols[i] = columnOf(typ)
 	}
 	return s
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/ClickHouse/ch-go/proto"
+
+	"github.com/sluicehq/sluice/internal/chtype"
 )
 
 func uvarintStr(s string) []byte {
@@ -140,20 +142,43 @@ func TestBlockRejectsBadRowsAndKeepsState(t *testing.T) {
 func TestNewColumnTypes(t *testing.T) {
 	for _, typ := range []string{
 		"UInt8", "UInt16", "UInt32", "UInt64", "Int8", "Int16", "Int32", "Int64", "Float32", "Float64",
-		"String", "FixedString(16)", "LowCardinality(String)", "Nullable(String)", "Array(Nullable(Int32))",
+		"String", "FixedString(16)", "Nullable(String)", "Array(Nullable(Int32))",
 		"Date", "DateTime", "DateTime('UTC')", "DateTime64(3)", "UUID", "IPv4", "IPv6", "Bool",
 		"Enum16('x' = 1000)", "Decimal(18, 4)", "Array(Array(String))",
 		"DateTime64(6, 'Europe/Berlin')", "Date32", "Decimal32(2)", "Decimal256(20)", "Int128", "UInt256",
 		"Map(String, Array(Nullable(UInt8)))", "Tuple(a UInt8, b Nullable(String))", "Tuple(UInt8, Map(String, String))",
-		"Array(Tuple(String, Float64))", "JSON", "Array(LowCardinality(Nullable(String)))",
+		"Array(Tuple(String, Float64))",
 	} {
-		if _, err := newColumn(typ); err != nil {
+		typ2, err := chtype.Parse(typ)
+		if err != nil {
 			t.Errorf("%s: %v", typ, err)
+			continue
+		}
+		if got := columnOf(typ2).Type(); string(got) != typ {
+			t.Errorf("%s: column type %s", typ, got)
+		}
+	}
+	// LowCardinality goes as its inner type, JSON as its text.
+	for typ, want := range map[string]string{
+		"LowCardinality(String)":                      "String",
+		"LowCardinality(FixedString(2))":              "FixedString(2)",
+		"Array(LowCardinality(Nullable(String)))":     "Array(Nullable(String))",
+		"Tuple(`a b` LowCardinality(String), c Int8)": "Tuple(`a b` String, c Int8)",
+		"JSON":                        "String",
+		"JSON(max_dynamic_paths = 8)": "String",
+	} {
+		typ2, err := chtype.Parse(typ)
+		if err != nil {
+			t.Errorf("%s: %v", typ, err)
+			continue
+		}
+		if got := columnOf(typ2).Type(); string(got) != want {
+			t.Errorf("%s: column type %s, want %s", typ, got, want)
 		}
 	}
 	for _, typ := range []string{"Map(String)", "Tuple()", "Map(String, Tuple())", "FixedString(x)", "Enum8()",
 		"AggregateFunction(uniq, UInt64)", "Variant(String, UInt64)"} {
-		if _, err := newColumn(typ); err == nil {
+		if _, err := NewTable("db", "t", []Column{{Name: "c", Type: typ}}); err == nil {
 			t.Errorf("%s: no error for an unsupported type", typ)
 		}
 	}

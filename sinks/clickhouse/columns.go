@@ -4,12 +4,11 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"strconv"
 	"strings"
 
 	"github.com/ClickHouse/ch-go/proto"
 
-	"github.com/sluicehq/sluice/internal/chsql"
+	"github.com/sluicehq/sluice/internal/chtype"
 )
 
 // column is a columnar buffer for one ClickHouse column that decodes its
@@ -20,9 +19,6 @@ type column interface {
 	// decode appends one value read from the front of b and returns how many
 	// bytes it consumed.
 	decode(b []byte) (int, error)
-	// skip returns the length of the value at the front of b without
-	// decoding it (routing looks past the columns before the sharding key).
-	skip(b []byte) (int, error)
 	// appendDefault appends the type's default value (used under a NULL).
 	appendDefault()
 	// truncate drops rows past n.
@@ -38,195 +34,45 @@ type column interface {
 }
 
 // errShort is returned when a row ends inside a value.
-var errShort = fmt.Errorf("row ends inside a value")
+var errShort = chtype.ErrShort
 
-// newColumn returns a column for a ClickHouse type as the server spells it.
-func newColumn(typ string) (column, error) {
-	t := strings.TrimSpace(typ)
-	name, args := splitType(t)
-	switch name {
-	case "UInt8", "Int8":
-		return &fixedColumn{typ: t, width: 1}, nil
-	case "Bool":
-		return &fixedColumn{typ: t, width: 1, check: checkBool}, nil
-	case "UInt16", "Int16", "Date":
-		return &fixedColumn{typ: t, width: 2}, nil
-	case "UInt32", "Int32", "Float32", "DateTime", "IPv4", "Date32":
-		return &fixedColumn{typ: t, width: 4}, nil
-	case "UInt64", "Int64", "Float64", "DateTime64":
-		return &fixedColumn{typ: t, width: 8}, nil
-	case "UInt128", "Int128", "UUID", "IPv6":
-		return &fixedColumn{typ: t, width: 16}, nil
-	case "UInt256", "Int256":
-		return &fixedColumn{typ: t, width: 32}, nil
-	case "Decimal32":
-		return &fixedColumn{typ: t, width: 4}, nil
-	case "Decimal64":
-		return &fixedColumn{typ: t, width: 8}, nil
-	case "Decimal128":
-		return &fixedColumn{typ: t, width: 16}, nil
-	case "Decimal256":
-		return &fixedColumn{typ: t, width: 32}, nil
-	case "JSON":
-		// Module output carries a JSON value as its text, a String; the
-		// server parses it into the column on insert (26.9 converts a
-		// String column to JSON in the native protocol and Native format).
-		return &stringColumn{}, nil
-	case "Decimal":
-		parts := chsql.SplitTopLevel(args)
-		if len(parts) != 2 {
-			return nil, fmt.Errorf("type %s: want Decimal(P, S)", t)
+// columnOf returns a column for a parsed type.
+func columnOf(t *chtype.Type) column {
+	switch t.Kind {
+	case chtype.String:
+		// A JSON value is carried as its text, a String; the server parses
+		// it into the column on insert (26.9 converts a String column to
+		// JSON in the native protocol and Native format). The server
+		// converts a String column into LowCardinality(String) on insert,
+		// so sluice sends the plain column and saves the dictionary work;
+		// other LowCardinality types are sent as their inner type too.
+		return &stringColumn{}
+	case chtype.Nullable:
+		return &nullableColumn{inner: columnOf(t.Elem)}
+	case chtype.Array:
+		return &arrayColumn{t: t, inner: columnOf(t.Elem)}
+	case chtype.Map:
+		return &mapColumn{t: t, keys: columnOf(t.Key), values: columnOf(t.Elem)}
+	case chtype.Tuple:
+		c := &tupleColumn{t: t}
+		for _, e := range t.Seq {
+			c.elems = append(c.elems, columnOf(e))
 		}
-		p, err := strconv.Atoi(parts[0])
-		if err != nil || p < 1 || p > 76 {
-			return nil, fmt.Errorf("type %s: bad precision", t)
-		}
-		switch {
-		case p <= 9:
-			return &fixedColumn{typ: t, width: 4}, nil
-		case p <= 18:
-			return &fixedColumn{typ: t, width: 8}, nil
-		case p <= 38:
-			return &fixedColumn{typ: t, width: 16}, nil
-		default:
-			return &fixedColumn{typ: t, width: 32}, nil
-		}
-	case "FixedString":
-		n, err := strconv.Atoi(strings.TrimSpace(args))
-		if err != nil || n <= 0 {
-			return nil, fmt.Errorf("type %s: bad length", t)
-		}
-		return &fixedColumn{typ: t, width: n}, nil
-	case "Enum8", "Enum16":
-		values, err := parseEnum(args)
-		if err != nil {
-			return nil, fmt.Errorf("type %s: %w", t, err)
-		}
-		width := 1
-		if name == "Enum16" {
-			width = 2
-		}
-		return &fixedColumn{typ: t, width: width, check: enumCheck(values, width)}, nil
-	case "String":
-		return &stringColumn{}, nil
-	case "LowCardinality":
-		inner := strings.TrimSpace(args)
-		// The server converts a String column into LowCardinality(String) on
-		// insert, so sluice sends the plain column and saves the dictionary
-		// work; other LowCardinality types are sent as their inner type too.
-		return newColumn(inner)
-	case "Nullable":
-		inner, err := newColumn(args)
-		if err != nil {
-			return nil, err
-		}
-		return &nullableColumn{inner: inner}, nil
-	case "Array":
-		inner, err := newColumn(args)
-		if err != nil {
-			return nil, err
-		}
-		return &arrayColumn{inner: inner}, nil
-	case "Map":
-		parts := chsql.SplitTopLevel(args)
-		if len(parts) != 2 {
-			return nil, fmt.Errorf("type %s: want Map(K, V)", t)
-		}
-		key, err := newColumn(parts[0])
-		if err != nil {
-			return nil, err
-		}
-		value, err := newColumn(parts[1])
-		if err != nil {
-			return nil, err
-		}
-		return &mapColumn{keys: key, values: value}, nil
-	case "Tuple":
-		parts := chsql.SplitTopLevel(args)
-		if len(parts) == 0 {
-			return nil, fmt.Errorf("type %s: a Tuple needs elements", t)
-		}
-		c := &tupleColumn{}
-		for _, p := range parts {
-			name, elemType := tupleElement(p)
-			elem, err := newColumn(elemType)
-			if err != nil {
-				return nil, err
-			}
-			c.names = append(c.names, name)
-			c.elems = append(c.elems, elem)
-		}
-		return c, nil
+		return c
 	}
-	return nil, fmt.Errorf("unsupported type %s", t)
-}
-
-// splitType splits "Name(args)" into Name and args.
-func splitType(t string) (string, string) {
-	i := strings.IndexByte(t, '(')
-	if i < 0 || !strings.HasSuffix(t, ")") {
-		return t, ""
-	}
-	return t[:i], t[i+1 : len(t)-1]
-}
-
-// parseEnum reads "'a' = 1, 'b' = 2" into the set of declared values.
-func parseEnum(args string) (map[int16]bool, error) {
-	values := map[int16]bool{}
-	for _, part := range chsql.SplitTopLevel(args) {
-		eq := strings.LastIndexByte(part, '=')
-		if eq < 0 {
-			return nil, fmt.Errorf("enum element %q has no value", part)
-		}
-		v, err := strconv.ParseInt(strings.TrimSpace(part[eq+1:]), 10, 16)
-		if err != nil {
-			return nil, fmt.Errorf("enum element %q: %w", part, err)
-		}
-		values[int16(v)] = true
-	}
-	if len(values) == 0 {
-		return nil, fmt.Errorf("enum declares no values")
-	}
-	return values, nil
-}
-
-func checkBool(b []byte) error {
-	if b[0] > 1 {
-		return fmt.Errorf("Bool value %d is neither 0 nor 1", b[0])
-	}
-	return nil
-}
-
-func enumCheck(values map[int16]bool, width int) func([]byte) error {
-	// A dense table keeps the per-value check to one index.
-	var allowed [1 << 16]bool
-	for v := range values {
-		allowed[uint16(v)] = true
-	}
-	return func(b []byte) error {
-		var v int16
-		if width == 1 {
-			v = int16(int8(b[0]))
-		} else {
-			v = int16(binary.LittleEndian.Uint16(b))
-		}
-		if !allowed[uint16(v)] {
-			return fmt.Errorf("enum value %d is not declared", v)
-		}
-		return nil
-	}
+	return &fixedColumn{t: t, width: t.Width(), check: t.Checked()}
 }
 
 // fixedColumn holds a fixed-width type. Its RowBinary and Native encodings
 // are the same bytes, so decoding is a bounds check and a copy.
 type fixedColumn struct {
-	typ   string
+	t     *chtype.Type
 	width int
-	check func([]byte) error
+	check bool // t.Check can refuse a value
 	buf   []byte
 }
 
-func (c *fixedColumn) Type() proto.ColumnType { return proto.ColumnType(c.typ) }
+func (c *fixedColumn) Type() proto.ColumnType { return proto.ColumnType(c.t.Bare) }
 func (c *fixedColumn) Rows() int              { return len(c.buf) / c.width }
 func (c *fixedColumn) EncodeColumn(b *proto.Buffer) {
 	b.Buf = append(b.Buf, c.buf...)
@@ -237,8 +83,8 @@ func (c *fixedColumn) decode(b []byte) (int, error) {
 		return 0, errShort
 	}
 	v := b[:c.width]
-	if c.check != nil {
-		if err := c.check(v); err != nil {
+	if c.check {
+		if err := c.t.Check(v); err != nil {
 			return 0, err
 		}
 	}
@@ -257,19 +103,9 @@ func (c *fixedColumn) decode(b []byte) (int, error) {
 	}
 	return c.width, nil
 }
-func (c *fixedColumn) skip(b []byte) (int, error) {
-	if len(b) < c.width {
-		return 0, errShort
-	}
-	return c.width, nil
-}
 func (c *fixedColumn) appendDefault() {
-	if c.check != nil {
-		// An enum's default is its first declared value; the value written
-		// under a NULL is never read, and 0 keeps the column decodable.
-		c.buf = append(c.buf, make([]byte, c.width)...)
-		return
-	}
+	// An enum's default is its first declared value; the value written
+	// under a NULL is never read, and 0 keeps the column decodable.
 	for i := 0; i < c.width; i++ {
 		c.buf = append(c.buf, 0)
 	}
@@ -282,9 +118,6 @@ func (c *fixedColumn) reserve(s []int) []int {
 	return s[1:]
 }
 func (c *fixedColumn) size() int { return len(c.buf) }
-
-// maxStringLen bounds a single String value decoded from module output.
-const maxStringLen = 1 << 30
 
 // stringColumn holds String values. A String has the same bytes in
 // RowBinary and in the Native format (a uvarint length, then the bytes), so
@@ -299,7 +132,7 @@ func (c *stringColumn) Rows() int                    { return len(c.ends) }
 func (c *stringColumn) EncodeColumn(b *proto.Buffer) { b.Buf = append(b.Buf, c.buf...) }
 func (c *stringColumn) WriteColumn(w *proto.Writer)  { w.ChainWrite(c.buf) }
 func (c *stringColumn) decode(b []byte) (int, error) {
-	end, err := c.skip(b)
+	end, err := chtype.StringLen(b)
 	if err != nil {
 		return 0, err
 	}
@@ -309,13 +142,6 @@ func (c *stringColumn) decode(b []byte) (int, error) {
 	c.buf = append(c.buf, b[:end]...)
 	c.ends = append(c.ends, uint32(len(c.buf)))
 	return end, nil
-}
-func (c *stringColumn) skip(b []byte) (int, error) {
-	n, k := binary.Uvarint(b)
-	if k <= 0 || n > maxStringLen || n > uint64(len(b)-k) {
-		return 0, errShort
-	}
-	return k + int(n), nil
 }
 
 // value is the content of value i.
@@ -374,36 +200,21 @@ func (c *nullableColumn) WriteColumn(w *proto.Writer) {
 	c.inner.WriteColumn(w)
 }
 func (c *nullableColumn) decode(b []byte) (int, error) {
-	if len(b) < 1 {
-		return 0, errShort
+	null, err := chtype.NullFlag(b)
+	if err != nil {
+		return 0, err
 	}
-	switch b[0] {
-	case 1:
+	if null {
 		c.nulls = append(c.nulls, 1)
 		c.inner.appendDefault()
 		return 1, nil
-	case 0:
-		n, err := c.inner.decode(b[1:])
-		if err != nil {
-			return 0, err
-		}
-		c.nulls = append(c.nulls, 0)
-		return n + 1, nil
 	}
-	return 0, fmt.Errorf("Nullable flag %d is neither 0 nor 1", b[0])
-}
-func (c *nullableColumn) skip(b []byte) (int, error) {
-	if len(b) < 1 {
-		return 0, errShort
+	n, err := c.inner.decode(b[1:])
+	if err != nil {
+		return 0, err
 	}
-	switch b[0] {
-	case 1:
-		return 1, nil
-	case 0:
-		n, err := c.inner.skip(b[1:])
-		return n + 1, err
-	}
-	return 0, fmt.Errorf("Nullable flag %d is neither 0 nor 1", b[0])
+	c.nulls = append(c.nulls, 0)
+	return n + 1, nil
 }
 func (c *nullableColumn) appendDefault() {
 	c.nulls = append(c.nulls, 1)
@@ -424,12 +235,10 @@ func (c *nullableColumn) reset() {
 }
 func (c *nullableColumn) size() int { return len(c.nulls) + c.inner.size() }
 
-// maxArrayLen bounds the element count of one Array value.
-const maxArrayLen = 1 << 24
-
 // arrayColumn is a column of cumulative offsets followed by the flattened
 // elements.
 type arrayColumn struct {
+	t       *chtype.Type
 	offsets proto.ColUInt64
 	inner   column
 }
@@ -447,13 +256,12 @@ func (c *arrayColumn) WriteColumn(w *proto.Writer) {
 	c.inner.WriteColumn(w)
 }
 func (c *arrayColumn) decode(b []byte) (int, error) {
-	n, k, err := c.length(b)
+	n, pos, err := c.t.Count(b)
 	if err != nil {
 		return 0, err
 	}
 	before := c.inner.Rows()
-	pos := k
-	for i := uint64(0); i < n; i++ {
+	for range n {
 		m, err := c.inner.decode(b[pos:])
 		if err != nil {
 			c.inner.truncate(before)
@@ -461,46 +269,8 @@ func (c *arrayColumn) decode(b []byte) (int, error) {
 		}
 		pos += m
 	}
-	c.offsets.Append(uint64(before) + n)
+	c.offsets.Append(uint64(before + n))
 	return pos, nil
-}
-
-func (c *arrayColumn) skip(b []byte) (int, error) {
-	n, k, err := c.length(b)
-	if err != nil {
-		return 0, err
-	}
-	pos := k
-	for i := uint64(0); i < n; i++ {
-		m, err := c.inner.skip(b[pos:])
-		if err != nil {
-			return 0, err
-		}
-		pos += m
-	}
-	return pos, nil
-}
-
-// length reads an array value's element count and the size of its
-// prefix, refusing a count the rest of the row cannot hold.
-func (c *arrayColumn) length(b []byte) (uint64, int, error) {
-	n, k := binary.Uvarint(b)
-	if k <= 0 {
-		return 0, 0, errShort
-	}
-	if n > maxArrayLen || n*uint64(c.minWidth()) > uint64(len(b)-k) {
-		return 0, 0, fmt.Errorf("array of %d elements does not fit the row", n)
-	}
-	return n, k, nil
-}
-
-// minWidth is the smallest encoded size of one element, for a cheap bound
-// on the declared element count.
-func (c *arrayColumn) minWidth() int {
-	if f, ok := c.inner.(*fixedColumn); ok {
-		return f.width
-	}
-	return 1
 }
 func (c *arrayColumn) appendDefault() {
 	c.offsets.Append(uint64(c.inner.Rows()))
@@ -524,23 +294,11 @@ func (c *arrayColumn) reset() {
 }
 func (c *arrayColumn) size() int { return 8*len(c.offsets) + c.inner.size() }
 
-// tupleElement splits a Tuple element, "T" or "name T", into its name ("" for
-// none) and type. A type never has a space before its first '(' or the end,
-// so a name is a leading identifier followed by white space.
-func tupleElement(s string) (string, string) {
-	s = strings.TrimSpace(s)
-	i := strings.IndexAny(s, " \t\n(")
-	if i <= 0 || s[i] == '(' {
-		return "", s
-	}
-	name := strings.Trim(s[:i], "`")
-	return name, strings.TrimSpace(s[i:])
-}
-
 // mapColumn is Map(K, V): in the Native format an Array(Tuple(K, V)),
 // cumulative offsets then the key column then the value column; in
 // RowBinary a count and that many key, value pairs.
 type mapColumn struct {
+	t            *chtype.Type
 	offsets      proto.ColUInt64
 	keys, values column
 }
@@ -560,14 +318,12 @@ func (c *mapColumn) WriteColumn(w *proto.Writer) {
 	c.values.WriteColumn(w)
 }
 func (c *mapColumn) decode(b []byte) (int, error) {
-	n, k := binary.Uvarint(b)
-	// Every entry takes at least two bytes (a key and a value).
-	if k <= 0 || n > maxArrayLen || 2*n > uint64(len(b)-k) {
-		return 0, fmt.Errorf("map of %d entries does not fit the row", n)
+	n, pos, err := c.t.Count(b)
+	if err != nil {
+		return 0, err
 	}
 	before := c.keys.Rows()
-	pos := k
-	for i := uint64(0); i < n; i++ {
+	for range n {
 		m, err := c.keys.decode(b[pos:])
 		if err == nil {
 			pos += m
@@ -580,26 +336,7 @@ func (c *mapColumn) decode(b []byte) (int, error) {
 		}
 		pos += m
 	}
-	c.offsets.Append(uint64(before) + n)
-	return pos, nil
-}
-func (c *mapColumn) skip(b []byte) (int, error) {
-	n, k := binary.Uvarint(b)
-	if k <= 0 || n > maxArrayLen || 2*n > uint64(len(b)-k) {
-		return 0, fmt.Errorf("map of %d entries does not fit the row", n)
-	}
-	pos := k
-	for i := uint64(0); i < 2*n; i++ {
-		col := c.keys
-		if i%2 == 1 {
-			col = c.values
-		}
-		m, err := col.skip(b[pos:])
-		if err != nil {
-			return 0, err
-		}
-		pos += m
-	}
+	c.offsets.Append(uint64(before + n))
 	return pos, nil
 }
 func (c *mapColumn) appendDefault() { c.offsets.Append(uint64(c.keys.Rows())) }
@@ -629,7 +366,7 @@ func (c *mapColumn) size() int { return 8*len(c.offsets) + c.keys.size() + c.val
 // tupleColumn is Tuple(T1, …) or Tuple(name1 T1, …): one column per
 // element, in order, in both RowBinary and the Native format.
 type tupleColumn struct {
-	names []string // "" for an unnamed element
+	t     *chtype.Type
 	elems []column
 }
 
@@ -640,14 +377,27 @@ func (c *tupleColumn) Type() proto.ColumnType {
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		if c.names[i] != "" {
-			b.WriteString(c.names[i] + " ")
+		if name := c.t.Names[i]; name != "" {
+			b.WriteString(tupleName(name) + " ")
 		}
 		b.WriteString(string(e.Type()))
 	}
 	b.WriteString(")")
 	return proto.ColumnType(b.String())
 }
+
+// tupleName spells a Tuple element's name: bare when it is an identifier,
+// else in backquotes.
+func tupleName(s string) string {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c != '_' && (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (i == 0 || c < '0' || c > '9') {
+			return quoteIdent(s)
+		}
+	}
+	return s
+}
+
 func (c *tupleColumn) Rows() int { return c.elems[0].Rows() }
 func (c *tupleColumn) EncodeColumn(b *proto.Buffer) {
 	for _, e := range c.elems {
@@ -668,17 +418,6 @@ func (c *tupleColumn) decode(b []byte) (int, error) {
 			for _, d := range c.elems[:i] {
 				d.truncate(before)
 			}
-			return 0, err
-		}
-		pos += m
-	}
-	return pos, nil
-}
-func (c *tupleColumn) skip(b []byte) (int, error) {
-	pos := 0
-	for _, e := range c.elems {
-		m, err := e.skip(b[pos:])
-		if err != nil {
 			return 0, err
 		}
 		pos += m

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/sluicehq/sluice/internal/chtype"
 	"github.com/sluicehq/sluice/internal/testinfra"
 )
 
@@ -54,11 +55,14 @@ func TestCityHash64MatchesServer(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			skip, _ := newColumn(tc.typ)
+			skip, err := chtype.Parse(tc.typ)
+			if err != nil {
+				t.Fatal(err)
+			}
 			data := []byte(out)
 			rows := 0
 			for pos := 0; pos < len(data); rows++ {
-				w, err := skip.skip(data[pos:])
+				w, err := skip.Skip(data[pos:])
 				if err != nil {
 					t.Fatalf("row %d: %v", rows, err)
 				}

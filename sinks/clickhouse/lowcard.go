@@ -4,9 +4,10 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"strings"
 
 	"github.com/ClickHouse/ch-go/proto"
+
+	"github.com/sluicehq/sluice/internal/chtype"
 )
 
 // LowCardinality columns are decoded and held as their inner type. The
@@ -21,18 +22,20 @@ import (
 // format: 0 as itself, 1 LowCardinality(String), 2
 // LowCardinality(Nullable(String)); other LowCardinality types are an error.
 func lowCardinalityKind(typ string) (int, error) {
-	name, args := splitType(strings.TrimSpace(typ))
-	if name != "LowCardinality" {
+	t, err := chtype.Parse(typ)
+	if err != nil || !t.LowCardinality {
 		return 0, nil
 	}
-	switch strings.Join(strings.Fields(args), "") {
-	case "String":
+	switch {
+	case isString(t):
 		return 1, nil
-	case "Nullable(String)":
+	case t.Kind == chtype.Nullable && isString(t.Elem):
 		return 2, nil
 	}
 	return 0, fmt.Errorf("type %s cannot be sent in the Native format over HTTP to this server (only LowCardinality(String) and LowCardinality(Nullable(String)) can, unless the server converts columns: input_format_native_allow_types_conversion); use transport native", typ)
 }
+
+func isString(t *chtype.Type) bool { return t.Kind == chtype.String && !t.JSON }
 
 // httpLowCardinality reports an error for a type whose LowCardinality parts
 // the Native format over HTTP cannot carry without the server converting
@@ -45,14 +48,33 @@ func httpLowCardinality(typ string) error {
 	if _, err := lowCardinalityKind(typ); err != nil {
 		return err
 	}
-	t := strings.TrimSpace(typ)
-	if name, args := splitType(t); name == "LowCardinality" {
-		t = args
+	t, err := chtype.Parse(typ)
+	if err != nil {
+		return nil // NewTable reports it
 	}
-	if strings.Contains(t, "LowCardinality(") {
+	if nestedLowCardinality(children(t)) {
 		return fmt.Errorf("type %s cannot be sent in the Native format over HTTP to this server: it has LowCardinality inside, and the server does not convert columns (input_format_native_allow_types_conversion); use transport native", typ)
 	}
 	return nil
+}
+
+// nestedLowCardinality reports whether any of the types is or holds a
+// LowCardinality.
+func nestedLowCardinality(ts []*chtype.Type) bool {
+	for _, t := range ts {
+		if t.LowCardinality || nestedLowCardinality(children(t)) {
+			return true
+		}
+	}
+	return false
+}
+
+// children are the types a type holds.
+func children(t *chtype.Type) []*chtype.Type {
+	if t.Kind == chtype.Nullable {
+		return []*chtype.Type{t.Elem}
+	}
+	return t.Seq
 }
 
 // LowCardinality serialization constants (ClickHouse

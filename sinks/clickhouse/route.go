@@ -8,6 +8,7 @@ import (
 	"github.com/go-faster/city"
 
 	"github.com/sluicehq/sluice/internal/chsql"
+	"github.com/sluicehq/sluice/internal/chtype"
 )
 
 // distributedEngine is a Distributed table's engine arguments:
@@ -118,7 +119,7 @@ type route struct {
 	// fixedOffset is the key's offset in every row when the columns before
 	// it are fixed-width, else -1 and skip walks them.
 	fixedOffset int
-	skip        []column
+	skip        []*chtype.Type
 	before      []Column // the columns skip walks
 	// slots maps key % len(slots) to a part (shard index).
 	slots  []uint16
@@ -178,43 +179,37 @@ func newRoute(table string, insert []Column, keyExpr string, weights []int) (*ro
 		return nil, unsupported(fmt.Sprintf("column %s is not an insertable column of the table", name))
 	}
 	typ := strings.TrimSpace(r.column.Type)
-	base, args := splitType(typ)
-	switch base {
-	case "UInt8", "Int8", "UInt16", "Int16", "UInt32", "Int32", "UInt64", "Int64", "Date", "DateTime":
+	t, err := chtype.Parse(typ)
+	if err != nil {
+		return nil, err
+	}
+	switch k := t.Kind; {
+	case t.LowCardinality && (k != chtype.String || t.JSON):
+		return nil, unsupported("column type " + typ)
+	case k >= chtype.UInt8 && k <= chtype.Int64, k == chtype.Date, k == chtype.DateTime:
 		r.enc = encInt
-	case "FixedString":
+	case k == chtype.FixedString:
 		r.enc = encFixed
-	case "String":
-		r.enc = encString
-	case "LowCardinality":
-		if strings.TrimSpace(args) != "String" {
-			return nil, unsupported("column type " + typ)
-		}
+	case k == chtype.String && !t.JSON:
 		r.enc = encString
 	default:
 		return nil, unsupported("column type " + typ)
 	}
-	if r.enc != encString {
-		c, err := newColumn(typ)
-		if err != nil {
-			return nil, err
-		}
-		r.width = c.(*fixedColumn).width
-	}
-	if r.kind == keyColumn && (r.enc != encInt || base == "Date" || base == "DateTime") {
+	r.width = t.Width()
+	if r.kind == keyColumn && (r.enc != encInt || t.Kind == chtype.Date || t.Kind == chtype.DateTime) {
 		// A Distributed table only takes a key that evaluates to an integer.
 		return nil, unsupported("a bare key column must be an integer, not " + typ)
 	}
 	r.before = insert[:r.keyCol]
 	off := 0
 	for _, c := range r.before {
-		col, err := newColumn(c.Type)
+		t, err := chtype.Parse(c.Type)
 		if err != nil {
 			return nil, err
 		}
-		r.skip = append(r.skip, col)
-		if f, ok := col.(*fixedColumn); ok && off >= 0 {
-			off += f.width
+		r.skip = append(r.skip, t)
+		if w := t.Width(); w > 0 && off >= 0 {
+			off += w
 		} else {
 			off = -1
 		}
@@ -263,8 +258,8 @@ func (r *route) keyBytes(row []byte) ([]byte, error) {
 	pos := r.fixedOffset
 	if pos < 0 {
 		pos = 0
-		for i, c := range r.skip {
-			n, err := c.skip(row[pos:])
+		for i, t := range r.skip {
+			n, err := t.Skip(row[pos:])
 			if err != nil {
 				return nil, &RowError{Table: r.table, Column: r.before[i].Name, Type: r.before[i].Type, Err: err}
 			}
@@ -277,11 +272,12 @@ func (r *route) keyBytes(row []byte) ([]byte, error) {
 	}
 	switch r.enc {
 	case encString:
-		n, k := binary.Uvarint(rest)
-		if k <= 0 || n > maxStringLen || n > uint64(len(rest)-k) {
-			return nil, bad(errShort)
+		n, err := chtype.StringLen(rest)
+		if err != nil {
+			return nil, bad(err)
 		}
-		return rest[k : k+int(n)], nil
+		_, k := binary.Uvarint(rest)
+		return rest[k:n], nil
 	default:
 		if len(rest) < r.width {
 			return nil, bad(errShort)

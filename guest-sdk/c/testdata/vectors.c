@@ -49,6 +49,18 @@ int main(void) {
 	V("UInt64", "18446744073709551615", sluice_put_u64(o, UINT64_MAX));
 	V("Int32", "-2", sluice_put_i32(o, -2));
 	V("String", "'héllo'", sluice_put_cstr(o, "héllo"));
+	V("Float32", "-1.5", sluice_put_f32(o, -1.5f));
+	V("Bool", "true", sluice_put_bool(o, 1));
+	V("UUID", "'61f0c404-5cb3-11e7-907b-a6006ad3dba0'", sluice_put_uuid(o, 0x61f0c4045cb311e7ULL, 0x907ba6006ad3dba0ULL));
+	V("IPv4", "'1.2.3.4'", sluice_put_ipv4(o, 1, 2, 3, 4));
+	{
+		const uint8_t doc[16] = {0x20, 0x01, 0x0d, 0xb8, [15] = 1}, mapped[16] = {[10] = 0xff, 0xff, 1, 2, 3, 4};
+		V("IPv6", "'2001:db8::1'", sluice_put_ipv6(o, doc));
+		V("IPv6", "'::ffff:1.2.3.4'", sluice_put_ipv6(o, mapped));
+	}
+	V("Enum8('a' = 1, 'b' = -2)", "'b'", sluice_put_enum8(o, -2));
+	V("Enum16('x' = 1000, 'y' = -300)", "'y'", sluice_put_enum16(o, -300));
+	V("Nullable(Int64)", "-3", sluice_put_not_null(o); sluice_put_i64(o, -3));
 	V("Nullable(String)", "NULL", sluice_put_null(o));
 	V("LowCardinality(Nullable(String))", "'x'", sluice_put_not_null(o); sluice_put_cstr(o, "x"));
 	V("Array(UInt8)", "[1, 2]", sluice_put_array(o, 2); sluice_put_u8(o, 1); sluice_put_u8(o, 2));

@@ -29,22 +29,22 @@ func TestDecodeOutputErrors(t *testing.T) {
 	}
 }
 
+// TestDecodeRowErrors checks what DecodeRow adds to the model's decoding
+// (internal/chtype/chvalue, tested in the host module): the column and
+// offset of a bad value, trailing bytes, types the ABI cannot carry.
 func TestDecodeRowErrors(t *testing.T) {
+	cols := []Column{{Name: "a", Type: "UInt16"}, {Name: "e", Type: "Enum8('a' = 1)"}}
 	for _, tt := range []struct {
-		typ, data, want string
+		cols       []Column
+		data, want string
 	}{
-		{"Enum8('a' = 1)", "\x02", "2 is not a value of Enum8('a' = 1)"},
-		{"UInt8", "\x01\x02", "1 trailing bytes"},
-		{"UInt16", "\x01", "truncated"},
-		{"Bool", "\x02", "Bool value 2"},
-		{"Nullable(UInt8)", "\x03", "Nullable marker 3"},
-		{"Array(UInt8)", "\x05\x01", "array of 5 elements does not fit"},
-		{"String", "\x80", "bad LEB128 length"},
-		{"Variant(String, UInt8)", "", "not supported"},
-		{"Map(String, UInt8)", "\x05\x01", "map of 5 entries does not fit"},
+		{cols, "\x01\x00\x02", `sluicetest: column "e" (Enum8('a' = 1)) at offset 2: enum value 2 is not declared`},
+		{cols, "\x01\x00\x01\x02", "sluicetest: row has 1 trailing bytes"},
+		{cols, "\x01", `sluicetest: column "a" (UInt16) at offset 0: row ends inside a value`},
+		{[]Column{{Name: "v", Type: "Variant(String, UInt8)"}}, "", `type "Variant(String, UInt8)": Variant is not supported by the guest ABI`},
 	} {
-		if _, err := DecodeRow([]Column{{Name: "c", Type: tt.typ}}, []byte(tt.data)); err == nil || !strings.Contains(err.Error(), tt.want) {
-			t.Errorf("DecodeRow(%s, %q) = %v, want %q", tt.typ, tt.data, err, tt.want)
+		if _, err := DecodeRow(tt.cols, []byte(tt.data)); err == nil || err.Error() != tt.want {
+			t.Errorf("DecodeRow(%q) = %v, want %q", tt.data, err, tt.want)
 		}
 	}
 }

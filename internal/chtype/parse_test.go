@@ -38,6 +38,9 @@ func TestParse(t *testing.T) {
 		{"Int128", "Int128"},
 		{"UInt256", "UInt256"},
 		{"JSON", "String"},
+		{"JSON(max_dynamic_paths = 8, a.b UInt32, SKIP `c)`)", "String"},
+		{"Boolean", "Bool"},
+		{"Tuple(`a b` UInt8)", "Tuple"},
 		{"Map(String, Array(Nullable(Int32)))", "Map Array Nullable Int32"},
 		{"Tuple(String, UInt8)", "Tuple"},
 		{"Tuple(a Int64, b Nullable(String))", "Tuple"},
@@ -61,6 +64,42 @@ func TestParse(t *testing.T) {
 	}
 }
 
+func TestParseDetails(t *testing.T) {
+	for _, tt := range []struct {
+		in                 string
+		bare, tz           string
+		lowCardinality, js bool
+		width              int
+	}{
+		{"LowCardinality(FixedString(2))", "FixedString(2)", "", true, false, 2},
+		{"LowCardinality( Nullable(String) )", "Nullable(String)", "", true, false, 0},
+		{"DateTime('Europe/Berlin')", "DateTime('Europe/Berlin')", "Europe/Berlin", false, false, 4},
+		{"DateTime64(6, 'Asia/Tokyo')", "DateTime64(6, 'Asia/Tokyo')", "Asia/Tokyo", false, false, 8},
+		{"DateTime64(3)", "DateTime64(3)", "", false, false, 8},
+		{"JSON", "JSON", "", false, true, 0},
+		{"Decimal(38, 2)", "Decimal(38, 2)", "", false, false, 16},
+		{"Decimal256(2)", "Decimal256(2)", "", false, false, 32},
+		{"UInt256", "UInt256", "", false, false, 32},
+		{"IPv6", "IPv6", "", false, false, 16},
+		{"Enum16('a' = 1)", "Enum16('a' = 1)", "", false, false, 2},
+		{"Array(UInt8)", "Array(UInt8)", "", false, false, 0},
+	} {
+		typ, err := Parse(tt.in)
+		if err != nil {
+			t.Errorf("Parse(%q): %v", tt.in, err)
+			continue
+		}
+		if typ.Bare != tt.bare || typ.TZ != tt.tz || typ.LowCardinality != tt.lowCardinality || typ.JSON != tt.js || typ.Width() != tt.width {
+			t.Errorf("Parse(%q) = bare %q tz %q lc %v json %v width %d, want %+v",
+				tt.in, typ.Bare, typ.TZ, typ.LowCardinality, typ.JSON, typ.Width(), tt)
+		}
+	}
+	typ, err := Parse("Tuple(`a b` UInt8, c String)")
+	if err != nil || strings.Join(typ.Names, ",") != "a b,c" {
+		t.Errorf("tuple names: %+v, %v", typ, err)
+	}
+}
+
 func TestParseEnum(t *testing.T) {
 	typ, err := Parse("Enum16('x, y' = 1000, 'it\\'s' = -2)")
 	if err != nil {
@@ -69,8 +108,15 @@ func TestParseEnum(t *testing.T) {
 	if len(typ.Enum) != 2 || typ.Enum[0] != (EnumValue{"x, y", 1000}) || typ.Enum[1] != (EnumValue{"it's", -2}) {
 		t.Fatalf("enum values %+v", typ.Enum)
 	}
-	if !typ.HasEnum(-2) || typ.HasEnum(3) {
+	if !typ.HasEnum(-2) || typ.HasEnum(3) || typ.HasEnum(1000-256) {
 		t.Error("HasEnum")
+	}
+	e8, err := Parse(`Enum8('a''b' = -128, 'c\td' = 127)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e8.Enum[0].Name != "a'b" || e8.Enum[1].Name != "c\td" || !e8.HasEnum(-128) || !e8.HasEnum(127) || e8.HasEnum(0) || e8.HasEnum(128) {
+		t.Errorf("Enum8 values %+v", e8.Enum)
 	}
 	if n, ok := typ.EnumName(1000); !ok || n != "x, y" {
 		t.Errorf("EnumName(1000) = %q, %v", n, ok)
@@ -82,7 +128,8 @@ func TestParseErrors(t *testing.T) {
 		"", "Decimal(0, 0)", "Decimal(10, 11)", "Decimal32(10)", "Tuple()", "Map(String)", "DateTime64(10)",
 		"DateTime64()", "AggregateFunction(uniq, UInt64)", "Variant(String, UInt8)", "Tuple(a)",
 		"Array(String", "Array()", "String)", "FixedString(0)", "FixedString(x)",
-		"Enum8('a' = 200)", "Enum8('a' 1)", "Enum8('a = 1)", "Nullable(Foo)",
+		"Enum8('a' = 200)", "Enum8('a' 1)", "Enum8('a = 1)", "Nullable(Foo)", "Enum8()", "JSON(a", "DateTime(UTC)",
+		"Object('json')", "Nested(a UInt8)", "LowCardinality(String",
 		strings.Repeat("Array(", 9) + "UInt8" + strings.Repeat(")", 9),
 	} {
 		if typ, err := Parse(in); err == nil {
