@@ -20,8 +20,16 @@ import (
 
 // Config is a pipeline's configuration, read from YAML by LoadConfig.
 type Config struct {
-	Kafka      KafkaConfig       `yaml:"kafka"`
-	Module     ModuleConfig      `yaml:"module"`
+	// Kafka is the consumer: the brokers, the group, the topics and the
+	// memory budget between poll and commit.
+	Kafka KafkaConfig `yaml:"kafka"`
+	// Module is the normalization module and the tables it writes. With
+	// tenants, path, tables and params belong to each tenant pipeline
+	// instead, and the other keys apply to every tenant's modules.
+	Module ModuleConfig `yaml:"module"`
+	// ClickHouse is the server the rows are inserted into. The tables must
+	// exist before sluice starts: it reads their columns at startup, and a
+	// missing table fails startup, naming it.
 	ClickHouse clickhouse.Config `yaml:"clickhouse"`
 	// DeadLetter is where records the module cannot normalize go.
 	DeadLetter DeadLetterConfig `yaml:"dead_letter"`
@@ -51,7 +59,8 @@ type KafkaConfig struct {
 	Brokers []string `yaml:"brokers"`
 	// Group is the consumer group id. Required.
 	Group string `yaml:"group"`
-	// Topics to consume. Required.
+	// Topics to consume. Required without tenants; with tenants, leave it
+	// out: each tenant pipeline lists its topics.
 	Topics []string `yaml:"topics"`
 	// InstanceID enables static group membership: a restarted process with
 	// the same id takes its partitions back at once instead of waiting for the
@@ -106,13 +115,15 @@ type ObservabilityConfig struct {
 type DeadLetterConfig struct {
 	// Topic receives every record the module fails on, with the reason in
 	// its headers. Empty: a failing record stops the pipeline instead, naming
-	// the record.
+	// the record. Required with tenants: without it one tenant's
+	// unprocessable record would stop every tenant's pipelines.
 	Topic string `yaml:"topic"`
 }
 
 // ModuleConfig names the normalization module and its targets.
 type ModuleConfig struct {
-	// Path of the .wasm file. Required.
+	// Path of the .wasm file. A relative path is relative to the working
+	// directory, not to the config file. Required without tenants.
 	Path string `yaml:"path"`
 	// Name tags the module in logs and errors. Default: the file name
 	// without .wasm.
@@ -120,7 +131,8 @@ type ModuleConfig struct {
 	// Params are passed to the module at init.
 	Params map[string]string `yaml:"params"`
 	// Tables are the ClickHouse tables the module writes, in the order of
-	// the module's table indexes. Required.
+	// the module's table indexes. Each must exist in clickhouse.database.
+	// Required without tenants.
 	Tables []string `yaml:"tables"`
 	// Limits bound each instance of the module.
 	Limits ModuleLimits `yaml:"limits"`

@@ -52,7 +52,11 @@ type TenantPipelineConfig struct {
 
 // TenantModuleConfig is a pipeline's initial module.
 type TenantModuleConfig struct {
-	Path   string            `yaml:"path"`
+	// Path of the .wasm file, relative to the working directory if it is
+	// not absolute. Default: none, the pipeline waits for an activation.
+	Path string `yaml:"path"`
+	// Params are passed at init to every module the pipeline runs, this
+	// one and those activated through the admin API.
 	Params map[string]string `yaml:"params"`
 }
 
@@ -78,6 +82,8 @@ type AdminConfig struct {
 
 // AdminTLS names the API's certificate files (PEM).
 type AdminTLS struct {
+	// CertFile is the certificate chain, KeyFile its private key; give both
+	// or neither. Default: none, the API serves plain HTTP.
 	CertFile string `yaml:"cert_file"`
 	KeyFile  string `yaml:"key_file"`
 }

@@ -30,8 +30,10 @@ type TracesConfig struct {
 	// OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, OTEL_EXPORTER_OTLP_PROTOCOL, else
 	// "http/protobuf".
 	Protocol string `yaml:"protocol"`
-	// Endpoint overrides OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT, e.g.
-	// "http://collector:4318".
+	// Endpoint is the collector's URL, e.g. "http://collector:4318"
+	// (http/protobuf appends /v1/traces). It overrides
+	// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT and OTEL_EXPORTER_OTLP_ENDPOINT,
+	// which the OpenTelemetry SDK reads when it is empty.
 	Endpoint string `yaml:"endpoint"`
 	// SampleRatio is the share of root traces sampled, with the
 	// parentbased_traceidratio sampler: a batch carrying a record whose

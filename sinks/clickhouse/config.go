@@ -106,12 +106,17 @@ type Config struct {
 	// permanent error (unknown table or column, type mismatch, a value out
 	// of range, missing rights) is tried again. Such an insert never stops
 	// the sink and is never dropped: it is parked with its rows and acks,
-	// the table shows in Failing and its pipeline's offsets stay where
-	// they are, while other tables flow. Default 30s.
+	// the table shows in Failing (and so in sluice's /readyz) and its
+	// pipeline's offsets stay where they are, while other tables flow.
+	// Default 30s.
 	PermanentRetryInterval time.Duration `yaml:"permanent_retry_interval"`
 
-	// Routing is "endpoint" (default), "distributed" or "shards"; see the
-	// Routing* constants.
+	// Routing is "endpoint" (default): every row goes to the named table
+	// on the one configured server, which routes it if the table is
+	// Distributed; "distributed": the same, but the table must be
+	// Distributed (see DistributedSync); or "shards": each row goes
+	// straight into its shard's local table, chosen as the Distributed
+	// table would choose it, over the replicas of the table's cluster.
 	Routing string `yaml:"routing"`
 	// DistributedSync sends insert_distributed_sync=1 with each insert
 	// (routing distributed), so an insert returns once the shards have
