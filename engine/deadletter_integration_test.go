@@ -24,9 +24,15 @@ type env struct {
 
 func newEnv(t *testing.T, topic string, partitions int) *env {
 	t.Helper()
+	return newEnvOn(t, "", topic, partitions)
+}
+
+// newEnvOn is newEnv on the given ClickHouse server ("" for the default).
+func newEnvOn(t *testing.T, server testinfra.Server, topic string, partitions int) *env {
+	t.Helper()
 	e := &env{
 		wasm:  wasmbuild.BuildT(t, "examples/log-normalize"),
-		ch:    testinfra.ClickHouseT(t),
+		ch:    testinfra.ClickHouseT(t, testinfra.ClickHouseOptions{Server: server}),
 		kafka: testinfra.KafkaT(t),
 	}
 	ctx := context.Background()

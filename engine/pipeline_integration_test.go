@@ -79,120 +79,123 @@ func queryInt(t *testing.T, ch *testinfra.ClickHouse, sql string) int {
 }
 
 // TestPipelineEndToEnd moves 200,000 log lines over 4 partitions from a real
-// broker through the log-normalize module into a real ClickHouse server.
+// broker through the log-normalize module into a real ClickHouse server, on
+// each server of the matrix.
 func TestPipelineEndToEnd(t *testing.T) {
-	const (
-		records    = 200_000
-		partitions = 4
-		topic      = "logs"
-		seed       = 7
-	)
-	wasm := wasmbuild.BuildT(t, "examples/log-normalize")
-	ch := testinfra.ClickHouseT(t)
-	kafka := testinfra.KafkaT(t)
-	ctx := context.Background()
-	if err := ch.Exec(ctx, readSchema(t)); err != nil {
-		t.Fatal(err)
-	}
-	if err := kafka.CreateTopic(ctx, topic, partitions); err != nil {
-		t.Fatal(err)
-	}
-	produceLines(t, kafka, topic, seed, records)
-
-	cfg := engine.Config{
-		Kafka:  engine.KafkaConfig{Brokers: []string{kafka.Addr}, Group: "e2e", Topics: []string{topic}},
-		Module: engine.ModuleConfig{Path: wasm, Tables: []string{"logs"}, CacheDir: t.TempDir()},
-	}
-	cfg.ClickHouse.Addr = ch.Addr
-	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	p, err := engine.New(runCtx, cfg, testLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- p.Run(runCtx) }()
-
-	deadline := time.Now().Add(3 * time.Minute)
-	landed := 0
-	for landed < records && time.Now().Before(deadline) {
-		select {
-		case err := <-done:
-			t.Fatalf("pipeline stopped early: %v", err)
-		case <-time.After(250 * time.Millisecond):
+	testinfra.EachServer(t, func(t *testing.T, server testinfra.Server) {
+		const (
+			records    = 200_000
+			partitions = 4
+			topic      = "logs"
+			seed       = 7
+		)
+		wasm := wasmbuild.BuildT(t, "examples/log-normalize")
+		ch := testinfra.ClickHouseT(t, testinfra.ClickHouseOptions{Server: server})
+		kafka := testinfra.KafkaT(t)
+		ctx := context.Background()
+		if err := ch.Exec(ctx, readSchema(t)); err != nil {
+			t.Fatal(err)
 		}
-		landed = queryInt(t, ch, "SELECT count() FROM logs")
-	}
-	if landed < records {
-		t.Fatalf("only %d of %d rows landed within the deadline", landed, records)
-	}
-	stop()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("drain: %v", err)
+		if err := kafka.CreateTopic(ctx, topic, partitions); err != nil {
+			t.Fatal(err)
 		}
-	case <-time.After(60 * time.Second):
-		t.Fatal("pipeline did not drain within 60s")
-	}
+		produceLines(t, kafka, topic, seed, records)
 
-	if n := queryInt(t, ch, "SELECT count() FROM logs"); n != records {
-		t.Errorf("rows = %d, want exactly %d", n, records)
-	}
-	seqExpr := "toUInt64(attrs.value[indexOf(attrs.key, 'seq')])"
-	if n := queryInt(t, ch, "SELECT uniqExact("+seqExpr+") FROM logs"); n != records {
-		t.Errorf("distinct seq = %d, want %d", n, records)
-	}
-
-	// A sample of rows equals the values the generator says normalizing
-	// must produce.
-	for _, i := range []int{0, 1, 2, 3, 99, 1234, 50_000, 123_457, 199_999} {
-		want := loggen.Generate(seed, i)
-		out, err := ch.Query(ctx, fmt.Sprintf(
-			"SELECT toUnixTimestamp(ts), service, level, template, fingerprint, msg, "+
-				"arrayStringConcat(arrayMap((k, v) -> concat(k, '=', v), attrs.key, attrs.value), ',') "+
-				"FROM logs WHERE %s = %d FORMAT TSV", seqExpr, i))
+		cfg := engine.Config{
+			Kafka:  engine.KafkaConfig{Brokers: []string{kafka.Addr}, Group: "e2e", Topics: []string{topic}},
+			Module: engine.ModuleConfig{Path: wasm, Tables: []string{"logs"}, CacheDir: t.TempDir()},
+		}
+		cfg.ClickHouse.Addr = ch.Addr
+		runCtx, stop := context.WithCancel(ctx)
+		defer stop()
+		p, err := engine.New(runCtx, cfg, testLogger(t))
 		if err != nil {
 			t.Fatal(err)
 		}
-		var attrs []string
-		for _, k := range slices.Sorted(maps.Keys(want.Attrs)) {
-			attrs = append(attrs, k+"="+want.Attrs[k])
-		}
-		wantRow := strings.Join([]string{
-			strconv.FormatInt(want.TS.Unix(), 10), want.Service, want.Level, want.Template,
-			strconv.FormatUint(want.Fingerprint, 10), tsvEscape(want.Msg), tsvEscape(strings.Join(attrs, ",")),
-		}, "\t")
-		if got := strings.TrimRight(out, "\n"); got != wantRow {
-			t.Errorf("row seq=%d:\n got %q\nwant %q", i, got, wantRow)
-		}
-	}
+		done := make(chan error, 1)
+		go func() { done <- p.Run(runCtx) }()
 
-	// Committed offsets equal each partition's end offset.
-	adm := kadm.NewClient(mustClient(t, kafka))
-	ends, err := adm.ListEndOffsets(ctx, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	committed, err := adm.FetchOffsets(ctx, "e2e")
-	if err != nil {
-		t.Fatal(err)
-	}
-	total := int64(0)
-	ends.Each(func(o kadm.ListedOffset) {
-		c, ok := committed.Lookup(topic, o.Partition)
-		if !ok {
-			t.Errorf("partition %d: no committed offset", o.Partition)
-			return
+		deadline := time.Now().Add(3 * time.Minute)
+		landed := 0
+		for landed < records && time.Now().Before(deadline) {
+			select {
+			case err := <-done:
+				t.Fatalf("pipeline stopped early: %v", err)
+			case <-time.After(250 * time.Millisecond):
+			}
+			landed = queryInt(t, ch, "SELECT count() FROM logs")
 		}
-		if c.At != o.Offset {
-			t.Errorf("partition %d: committed %d, end offset %d", o.Partition, c.At, o.Offset)
+		if landed < records {
+			t.Fatalf("only %d of %d rows landed within the deadline", landed, records)
 		}
-		total += o.Offset
+		stop()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("drain: %v", err)
+			}
+		case <-time.After(60 * time.Second):
+			t.Fatal("pipeline did not drain within 60s")
+		}
+
+		if n := queryInt(t, ch, "SELECT count() FROM logs"); n != records {
+			t.Errorf("rows = %d, want exactly %d", n, records)
+		}
+		seqExpr := "toUInt64(attrs.value[indexOf(attrs.key, 'seq')])"
+		if n := queryInt(t, ch, "SELECT uniqExact("+seqExpr+") FROM logs"); n != records {
+			t.Errorf("distinct seq = %d, want %d", n, records)
+		}
+
+		// A sample of rows equals the values the generator says normalizing
+		// must produce.
+		for _, i := range []int{0, 1, 2, 3, 99, 1234, 50_000, 123_457, 199_999} {
+			want := loggen.Generate(seed, i)
+			out, err := ch.Query(ctx, fmt.Sprintf(
+				"SELECT toUnixTimestamp(ts), service, level, template, fingerprint, msg, "+
+					"arrayStringConcat(arrayMap((k, v) -> concat(k, '=', v), attrs.key, attrs.value), ',') "+
+					"FROM logs WHERE %s = %d FORMAT TSV", seqExpr, i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var attrs []string
+			for _, k := range slices.Sorted(maps.Keys(want.Attrs)) {
+				attrs = append(attrs, k+"="+want.Attrs[k])
+			}
+			wantRow := strings.Join([]string{
+				strconv.FormatInt(want.TS.Unix(), 10), want.Service, want.Level, want.Template,
+				strconv.FormatUint(want.Fingerprint, 10), tsvEscape(want.Msg), tsvEscape(strings.Join(attrs, ",")),
+			}, "\t")
+			if got := strings.TrimRight(out, "\n"); got != wantRow {
+				t.Errorf("row seq=%d:\n got %q\nwant %q", i, got, wantRow)
+			}
+		}
+
+		// Committed offsets equal each partition's end offset.
+		adm := kadm.NewClient(mustClient(t, kafka))
+		ends, err := adm.ListEndOffsets(ctx, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		committed, err := adm.FetchOffsets(ctx, "e2e")
+		if err != nil {
+			t.Fatal(err)
+		}
+		total := int64(0)
+		ends.Each(func(o kadm.ListedOffset) {
+			c, ok := committed.Lookup(topic, o.Partition)
+			if !ok {
+				t.Errorf("partition %d: no committed offset", o.Partition)
+				return
+			}
+			if c.At != o.Offset {
+				t.Errorf("partition %d: committed %d, end offset %d", o.Partition, c.At, o.Offset)
+			}
+			total += o.Offset
+		})
+		if total != records {
+			t.Errorf("end offsets sum to %d, want %d", total, records)
+		}
 	})
-	if total != records {
-		t.Errorf("end offsets sum to %d, want %d", total, records)
-	}
 }
 
 func mustClient(t *testing.T, k *testinfra.Kafka) *kgo.Client {

@@ -31,6 +31,7 @@ import (
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/internal/loggen"
 	"github.com/sluicehq/sluice/internal/telemetry"
+	"github.com/sluicehq/sluice/internal/testinfra"
 )
 
 const producerTraceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
@@ -70,153 +71,156 @@ func attrs(kvs []attribute.KeyValue) map[string]string {
 }
 
 // TestTraceTree runs a 2-partition pipeline with the SDK's in-memory
-// exporter and checks the span tree, attributes and links.
+// exporter and checks the span tree, attributes and links, on each
+// ClickHouse server of the matrix.
 func TestTraceTree(t *testing.T) {
-	const topic, n = "logs", 2000
-	e := newEnv(t, topic, 2)
-	produceTraced(t, e, topic, n)
+	testinfra.EachServer(t, func(t *testing.T, server testinfra.Server) {
+		const topic, n = "logs", 2000
+		e := newEnvOn(t, server, topic, 2)
+		produceTraced(t, e, topic, n)
 
-	exp := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp), sdktrace.WithSampler(sdktrace.AlwaysSample()))
-	_, stop := run(t, e.config(t, "trace-tree", topic), engine.WithTracerProvider(tp))
-	waitRows(t, e.ch, n, time.Minute)
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
+		exp := tracetest.NewInMemoryExporter()
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp), sdktrace.WithSampler(sdktrace.AlwaysSample()))
+		_, stop := run(t, e.config(t, "trace-tree", topic), engine.WithTracerProvider(tp))
+		waitRows(t, e.ch, n, time.Minute)
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
 
-	spans := exp.GetSpans()
-	byName := map[string][]tracetest.SpanStub{}
-	for _, s := range spans {
-		byName[s.Name] = append(byName[s.Name], s)
-	}
-	consumes := byName["process "+topic]
-	if len(consumes) == 0 || len(byName["transform"]) == 0 || len(byName["seal"]) == 0 {
-		t.Fatalf("spans by name: process %d, transform %d, seal %d (names %v)", len(consumes), len(byName["transform"]), len(byName["seal"]), slices.Sorted(maps.Keys(byName)))
-	}
-	consumeIDs := map[string]tracetest.SpanStub{}
-	partitions := map[string]bool{}
-	records, producerLinks := 0, 0
-	for _, s := range consumes {
-		a := attrs(s.Attributes)
-		if a["messaging.system"] != "kafka" || a["messaging.destination.name"] != topic || a["messaging.consumer.group.name"] != "trace-tree" ||
-			a["messaging.operation.name"] != "process" || a["messaging.operation.type"] != "process" || s.SpanKind.String() != "consumer" {
-			t.Errorf("consume attributes: %v (kind %s)", a, s.SpanKind)
+		spans := exp.GetSpans()
+		byName := map[string][]tracetest.SpanStub{}
+		for _, s := range spans {
+			byName[s.Name] = append(byName[s.Name], s)
 		}
-		for _, kv := range s.Attributes {
-			if kv.Key == "messaging.destination.partition.id" && kv.Value.Type() != attribute.STRING {
-				t.Errorf("messaging.destination.partition.id is a %s, want a string", kv.Value.Type())
+		consumes := byName["process "+topic]
+		if len(consumes) == 0 || len(byName["transform"]) == 0 || len(byName["seal"]) == 0 {
+			t.Fatalf("spans by name: process %d, transform %d, seal %d (names %v)", len(consumes), len(byName["transform"]), len(byName["seal"]), slices.Sorted(maps.Keys(byName)))
+		}
+		consumeIDs := map[string]tracetest.SpanStub{}
+		partitions := map[string]bool{}
+		records, producerLinks := 0, 0
+		for _, s := range consumes {
+			a := attrs(s.Attributes)
+			if a["messaging.system"] != "kafka" || a["messaging.destination.name"] != topic || a["messaging.consumer.group.name"] != "trace-tree" ||
+				a["messaging.operation.name"] != "process" || a["messaging.operation.type"] != "process" || s.SpanKind.String() != "consumer" {
+				t.Errorf("consume attributes: %v (kind %s)", a, s.SpanKind)
+			}
+			for _, kv := range s.Attributes {
+				if kv.Key == "messaging.destination.partition.id" && kv.Value.Type() != attribute.STRING {
+					t.Errorf("messaging.destination.partition.id is a %s, want a string", kv.Value.Type())
+				}
+			}
+			first, _ := strconv.Atoi(a["sluice.kafka.offset.first"])
+			last, _ := strconv.Atoi(a["sluice.kafka.offset.last"])
+			count, _ := strconv.Atoi(a["messaging.batch.message_count"])
+			if last-first+1 != count {
+				t.Errorf("consume offsets %d-%d but %d records", first, last, count)
+			}
+			records += count
+			partitions[a["messaging.destination.partition.id"]] = true
+			consumeIDs[s.SpanContext.SpanID().String()] = s
+			for _, l := range s.Links {
+				if l.SpanContext.TraceID().String() == "4bf92f3577b34da6a3ce929d0e0e4736" {
+					producerLinks++
+				}
 			}
 		}
-		first, _ := strconv.Atoi(a["sluice.kafka.offset.first"])
-		last, _ := strconv.Atoi(a["sluice.kafka.offset.last"])
-		count, _ := strconv.Atoi(a["messaging.batch.message_count"])
-		if last-first+1 != count {
-			t.Errorf("consume offsets %d-%d but %d records", first, last, count)
+		if records != n {
+			t.Errorf("consume spans cover %d records, want %d", records, n)
 		}
-		records += count
-		partitions[a["messaging.destination.partition.id"]] = true
-		consumeIDs[s.SpanContext.SpanID().String()] = s
-		for _, l := range s.Links {
-			if l.SpanContext.TraceID().String() == "4bf92f3577b34da6a3ce929d0e0e4736" {
-				producerLinks++
+		if len(partitions) != 2 {
+			t.Errorf("consume spans on partitions %v, want 2", partitions)
+		}
+		if producerLinks == 0 {
+			t.Error("no consume span links to the producer's traceparent")
+		}
+		transformed, rows := 0, 0
+		for _, s := range byName["transform"] {
+			parent, ok := consumeIDs[s.Parent.SpanID().String()]
+			if !ok || parent.SpanContext.TraceID() != s.SpanContext.TraceID() {
+				t.Errorf("transform span is not a child of a consume span")
+				continue
+			}
+			a := attrs(s.Attributes)
+			if a["sluice.module.name"] != "log-normalize" || len(a["sluice.module.sha256"]) != 64 {
+				t.Errorf("transform attributes: %v", a)
+			}
+			in, _ := strconv.Atoi(a["sluice.records.in"])
+			out, _ := strconv.Atoi(a["sluice.rows.out"])
+			transformed += in
+			rows += out
+		}
+		if transformed != n || rows != n {
+			t.Errorf("transform spans: %d records in, %d rows out; want %d each", transformed, rows, n)
+		}
+		sealedRows := 0
+		for _, s := range byName["seal"] {
+			a := attrs(s.Attributes)
+			r, _ := strconv.Atoi(a["sluice.rows"])
+			sealedRows += r
+			if a["db.collection.name"] != "logs" || a["db.namespace"] != "default" {
+				t.Errorf("seal attributes: %v", a)
+			}
+			for _, l := range s.Links {
+				if _, ok := consumeIDs[l.SpanContext.SpanID().String()]; !ok {
+					t.Errorf("seal span links to %s, not a consume span", l.SpanContext.SpanID())
+				}
+			}
+			if len(s.Links) == 0 && r > 0 {
+				t.Errorf("seal span of %d rows has no links", r)
 			}
 		}
-	}
-	if records != n {
-		t.Errorf("consume spans cover %d records, want %d", records, n)
-	}
-	if len(partitions) != 2 {
-		t.Errorf("consume spans on partitions %v, want 2", partitions)
-	}
-	if producerLinks == 0 {
-		t.Error("no consume span links to the producer's traceparent")
-	}
-	transformed, rows := 0, 0
-	for _, s := range byName["transform"] {
-		parent, ok := consumeIDs[s.Parent.SpanID().String()]
-		if !ok || parent.SpanContext.TraceID() != s.SpanContext.TraceID() {
-			t.Errorf("transform span is not a child of a consume span")
-			continue
+		if sealedRows != n {
+			t.Errorf("seal spans carry %d rows, want %d", sealedRows, n)
 		}
-		a := attrs(s.Attributes)
-		if a["sluice.module.name"] != "log-normalize" || len(a["sluice.module.sha256"]) != 64 {
-			t.Errorf("transform attributes: %v", a)
-		}
-		in, _ := strconv.Atoi(a["sluice.records.in"])
-		out, _ := strconv.Atoi(a["sluice.rows.out"])
-		transformed += in
-		rows += out
-	}
-	if transformed != n || rows != n {
-		t.Errorf("transform spans: %d records in, %d rows out; want %d each", transformed, rows, n)
-	}
-	sealedRows := 0
-	for _, s := range byName["seal"] {
-		a := attrs(s.Attributes)
-		r, _ := strconv.Atoi(a["sluice.rows"])
-		sealedRows += r
-		if a["db.collection.name"] != "logs" || a["db.namespace"] != "default" {
-			t.Errorf("seal attributes: %v", a)
-		}
-		for _, l := range s.Links {
-			if _, ok := consumeIDs[l.SpanContext.SpanID().String()]; !ok {
-				t.Errorf("seal span links to %s, not a consume span", l.SpanContext.SpanID())
-			}
-		}
-		if len(s.Links) == 0 && r > 0 {
-			t.Errorf("seal span of %d rows has no links", r)
-		}
-	}
-	if sealedRows != n {
-		t.Errorf("seal spans carry %d rows, want %d", sealedRows, n)
-	}
 
-	// Every successful insert has a flush span; together they carry every
-	// row, and every consume span is linked from the flush span of the
-	// insert that carried its rows.
-	flushedRows := 0
-	linked := map[string]bool{}
-	if len(byName["INSERT logs"]) == 0 {
-		t.Fatal("no flush spans")
-	}
-	host, port, _ := net.SplitHostPort(e.ch.Addr)
-	for _, s := range byName["INSERT logs"] {
-		a := attrs(s.Attributes)
-		if a["db.system.name"] != "clickhouse" || a["db.collection.name"] != "logs" || a["db.namespace"] != "default" ||
-			a["db.operation.name"] != "INSERT" || a["sluice.clickhouse.shard"] != "default" || a["server.address"] != host ||
-			a["server.port"] != port || a["sluice.insert.attempt"] != "1" || s.SpanKind.String() != "client" {
-			t.Errorf("flush attributes: %v (kind %s)", a, s.SpanKind)
+		// Every successful insert has a flush span; together they carry every
+		// row, and every consume span is linked from the flush span of the
+		// insert that carried its rows.
+		flushedRows := 0
+		linked := map[string]bool{}
+		if len(byName["INSERT logs"]) == 0 {
+			t.Fatal("no flush spans")
 		}
-		for k := range a {
-			if strings.HasPrefix(k, "db.clickhouse.") {
-				t.Errorf("flush attribute %s is not a semantic convention", k)
+		host, port, _ := net.SplitHostPort(e.ch.Addr)
+		for _, s := range byName["INSERT logs"] {
+			a := attrs(s.Attributes)
+			if a["db.system.name"] != "clickhouse" || a["db.collection.name"] != "logs" || a["db.namespace"] != "default" ||
+				a["db.operation.name"] != "INSERT" || a["sluice.clickhouse.shard"] != "default" || a["server.address"] != host ||
+				a["server.port"] != port || a["sluice.insert.attempt"] != "1" || s.SpanKind.String() != "client" {
+				t.Errorf("flush attributes: %v (kind %s)", a, s.SpanKind)
+			}
+			for k := range a {
+				if strings.HasPrefix(k, "db.clickhouse.") {
+					t.Errorf("flush attribute %s is not a semantic convention", k)
+				}
+			}
+			r, _ := strconv.Atoi(a["sluice.rows"])
+			b, _ := strconv.Atoi(a["sluice.bytes"])
+			if r <= 0 || b < r {
+				t.Errorf("flush span carries %d rows in %d bytes", r, b)
+			}
+			flushedRows += r
+			if !s.EndTime.After(s.StartTime) {
+				t.Errorf("flush span %s–%s has no duration", s.StartTime, s.EndTime)
+			}
+			for _, l := range s.Links {
+				id := l.SpanContext.SpanID().String()
+				if _, ok := consumeIDs[id]; !ok {
+					t.Errorf("flush span links to %s, not a consume span", id)
+				}
+				linked[id] = true
 			}
 		}
-		r, _ := strconv.Atoi(a["sluice.rows"])
-		b, _ := strconv.Atoi(a["sluice.bytes"])
-		if r <= 0 || b < r {
-			t.Errorf("flush span carries %d rows in %d bytes", r, b)
+		if flushedRows != n {
+			t.Errorf("flush spans carry %d rows, want %d", flushedRows, n)
 		}
-		flushedRows += r
-		if !s.EndTime.After(s.StartTime) {
-			t.Errorf("flush span %s–%s has no duration", s.StartTime, s.EndTime)
-		}
-		for _, l := range s.Links {
-			id := l.SpanContext.SpanID().String()
-			if _, ok := consumeIDs[id]; !ok {
-				t.Errorf("flush span links to %s, not a consume span", id)
+		for id := range consumeIDs {
+			if !linked[id] {
+				t.Errorf("consume span %s is linked from no flush span", id)
 			}
-			linked[id] = true
 		}
-	}
-	if flushedRows != n {
-		t.Errorf("flush spans carry %d rows, want %d", flushedRows, n)
-	}
-	for id := range consumeIDs {
-		if !linked[id] {
-			t.Errorf("consume span %s is linked from no flush span", id)
-		}
-	}
+	})
 }
 
 // otlpReceiver is an in-test OTLP/HTTP trace receiver that decodes the
