@@ -83,6 +83,8 @@ type faultEnv struct {
 	kafka *testinfra.Kafka
 	wasm  string
 	bin   string
+	// report collects each scenario's line for the suite's summary.
+	report []string
 }
 
 // scenario is one fault run: its own topic, table and consumer group.
@@ -336,7 +338,7 @@ func (s *scenario) report(want int) int {
 	line := fmt.Sprintf("%-24s produced %8d  landed distinct %8d  duplicates %6d  dead-lettered %d  peak RSS %4d MiB (budget %d MiB, bound %d MiB)",
 		s.name, s.produced.Load(), distinct, dups, 0, s.peakRSS.Load()>>20, faultBudget>>20, faultRSSBound>>20)
 	s.t.Log(line)
-	faultReport = append(faultReport, line)
+	s.e.report = append(s.e.report, line)
 	if int(s.produced.Load()) != want {
 		s.t.Errorf("produced %d, want %d", s.produced.Load(), want)
 	}
@@ -349,21 +351,27 @@ func (s *scenario) report(want int) int {
 	return dups
 }
 
-var faultReport []string
-
 func TestFaults(t *testing.T) {
-	// Mostly waiting on outages and drains, with servers of its own: it
-	// runs beside the chaos run, after the package's other tests.
+	// Mostly waiting on outages and drains, with servers of their own: the
+	// suite runs on each ClickHouse server of the matrix, beside the other
+	// server's run and the chaos run, after the package's other tests.
 	t.Parallel()
+	testinfra.EachServer(t, func(t *testing.T, server testinfra.Server) {
+		t.Parallel()
+		faultSuite(t, server)
+	})
+}
+
+func faultSuite(t *testing.T, server testinfra.Server) {
 	name, prof := profile()
 	e := &faultEnv{
 		bin:   buildSluice(t),
 		wasm:  wasmbuild.BuildT(t, "examples/log-normalize"),
-		ch:    testinfra.ClickHouseT(t),
+		ch:    testinfra.ClickHouseT(t, testinfra.ClickHouseOptions{Server: server}),
 		kafka: testinfra.KafkaT(t),
 	}
 	t.Cleanup(func() {
-		t.Logf("fault suite, profile %s:\n%s", name, strings.Join(faultReport, "\n"))
+		t.Logf("fault suite, profile %s, ClickHouse %s:\n%s", name, e.ch.Version, strings.Join(e.report, "\n"))
 	})
 	n := prof.records
 
