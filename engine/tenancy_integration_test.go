@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -105,7 +106,9 @@ func (e *tenantEnv) config(t *testing.T, group string, tenants ...engine.TenantC
 		Module:     engine.ModuleConfig{CacheDir: t.TempDir()},
 		DeadLetter: engine.DeadLetterConfig{Topic: "dlq"},
 		Tenants:    tenants,
-		Admin:      engine.AdminConfig{StoreDir: t.TempDir(), AdminTokens: []string{tenancy.HashToken("admin-token")}},
+		// A check compiles the module in this race-instrumented process,
+		// which on a busy machine takes longer than the default minute.
+		Admin: engine.AdminConfig{StoreDir: t.TempDir(), AdminTokens: []string{tenancy.HashToken("admin-token")}, CheckTimeout: 10 * time.Minute},
 	}
 	cfg.ClickHouse.Addr = e.ch.Addr
 	return cfg
@@ -161,6 +164,17 @@ func TestHotSwap(t *testing.T) {
 	var produced atomic.Int64
 	stopProducing := make(chan struct{})
 	producerDone := make(chan error, 1)
+	var (
+		stopOnce sync.Once
+		stopErr  error
+	)
+	stopProducer := func() error {
+		stopOnce.Do(func() { close(stopProducing); stopErr = <-producerDone })
+		return stopErr
+	}
+	// However the test ends, the producer stops and its callbacks are
+	// done before the client closes and the test returns.
+	defer func() { _ = stopProducer() }()
 	go func() {
 		ctx := context.Background()
 		for i := 0; ; {
@@ -205,8 +219,7 @@ func TestHotSwap(t *testing.T) {
 		t.Fatalf("rollback: %d %s", code, body)
 	}
 	waitFor("v1 rows after the rollback", func() bool { return versionRows("v1") > v1Before+2000 })
-	close(stopProducing)
-	if err := <-producerDone; err != nil {
+	if err := stopProducer(); err != nil {
 		t.Fatal(err)
 	}
 	n := int(produced.Load())

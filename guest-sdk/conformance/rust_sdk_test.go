@@ -29,7 +29,7 @@ func TestRustSDKUnit(t *testing.T) {
 	if err != nil {
 		t.Fatalf("cargo test: %v\n%s", err, out)
 	}
-	if !strings.Contains(string(out), "test result: ok. 2 passed") {
-		t.Fatalf("cargo test did not run the SDK's 2 unit tests:\n%s", out)
+	if !strings.Contains(string(out), "test result: ok. 3 passed") {
+		t.Fatalf("cargo test did not run the SDK's 3 unit tests:\n%s", out)
 	}
 }

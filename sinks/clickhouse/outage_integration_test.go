@@ -37,7 +37,17 @@ func TestServerOutageLosesNothing(t *testing.T) {
 func testOutage(t *testing.T, server testinfra.Server, transport string, outage time.Duration) {
 	ch := testinfra.ClickHouseT(t, testinfra.ClickHouseOptions{Server: server})
 	ctx := context.Background()
-	if err := ch.Exec(ctx, "CREATE TABLE stream (id UInt64, s String) ENGINE = MergeTree ORDER BY id"); err != nil {
+	// Where the server takes insert_deduplication_token, the table keeps a
+	// window of them, so that an insert the server committed while its
+	// answer was lost in the outage is dropped when retried: there every
+	// row lands exactly once. 18.16 has no token: such a retry lands its
+	// rows twice (at least once), and only loss fails the test.
+	ddl := "CREATE TABLE stream (id UInt64, s String) ENGINE = MergeTree ORDER BY id"
+	exact := ch.Capabilities().DedupToken
+	if exact {
+		ddl += " SETTINGS non_replicated_deduplication_window = 1000"
+	}
+	if err := ch.Exec(ctx, ddl); err != nil {
 		t.Fatal(err)
 	}
 	s := newSink(t, ch, transport, func(c *clickhouse.Config) {
@@ -179,9 +189,16 @@ func testOutage(t *testing.T, server testinfra.Server, transport string, outage 
 	if blocked.Load() < outage.Milliseconds()/2 {
 		t.Errorf("Send never blocked for long (%d ms): no backpressure during the outage", blocked.Load())
 	}
-	got := queryT(t, ch, "SELECT count(), uniqExact(id), min(id), max(id) FROM stream")
-	want := fmt.Sprintf("%d\t%d\t0\t%d", rows, rows, rows-1)
-	if got != want {
-		t.Errorf("(count, uniqExact, min, max) = %q, want %q", got, want)
+	if exact {
+		got := queryT(t, ch, "SELECT count(), uniqExact(id), min(id), max(id) FROM stream")
+		if want := fmt.Sprintf("%d\t%d\t0\t%d", rows, rows, rows-1); got != want {
+			t.Errorf("(count, uniqExact, min, max) = %q, want %q", got, want)
+		}
+		return
 	}
+	got := queryT(t, ch, "SELECT uniqExact(id), min(id), max(id) FROM stream")
+	if want := fmt.Sprintf("%d\t0\t%d", rows, rows-1); got != want {
+		t.Errorf("LOSS: (uniqExact, min, max) = %q, want %q", got, want)
+	}
+	t.Logf("%s rows landed twice (no deduplication token on this server)", queryT(t, ch, "SELECT count() - uniqExact(id) FROM stream"))
 }
