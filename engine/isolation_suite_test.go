@@ -29,8 +29,8 @@ import (
 // of issue 12, then alone again, mix after mix; B must keep 80% of the
 // solo rate of the runs just before and after each mix, land exactly what
 // it produced, and the process's peak RSS must stay under isoRSSBound.
-// `go test` runs the reduced profile; SLUICE_ISOLATION=full runs larger
-// volumes (`go tool task isolation PROFILE=full`).
+// `go tool task isolation` runs the reduced profile (SLUICE_ISOLATION=reduced);
+// SLUICE_ISOLATION=full runs larger volumes (`go tool task isolation PROFILE=full`).
 
 type isoProfile struct {
 	name     string
@@ -266,6 +266,11 @@ func bProgress(t *testing.T, e *tenantEnv, r *isoRun, want int) time.Time {
 // in issue 12, tenant A's runs while tenant B drains, in one process of the
 // real binary.
 func TestIsolationSuite(t *testing.T) {
+	if os.Getenv("SLUICE_ISOLATION") == "" {
+		// Its rate check is not yet steady enough beside the other
+		// suites: it runs in its own task.
+		t.Skip("the isolation suite runs with SLUICE_ISOLATION=reduced or full: go tool task isolation")
+	}
 	prof := isoProfileFromEnv()
 	bin := buildSluice(t)
 	advDir := t.TempDir()
