@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -61,6 +62,8 @@ type partitionWorker struct {
 	// failedCalls are the recent calls that failed and how long each
 	// took, for the crash-loop check's bound on the time failures burn.
 	failedCalls []failedCall
+	// slotWait observes the waits for a call slot of the route's tenant.
+	slotWait prometheus.Observer
 	// peakOpen is the most output the worker's open blocks have held
 	// after a module call: at most chunk_bytes plus one call's output.
 	peakOpen int
@@ -85,6 +88,7 @@ func newPartitionWorker(p *Pipeline, tp topicPartition, acks *partitionAcks) *pa
 		marks:    make([]int, n),
 	}
 	w.ctx, w.cancel = context.WithCancel(p.workCtx)
+	w.slotWait = p.metrics.slotWait.WithLabelValues(r.tenant)
 	w.batch.Topic, w.batch.Partition = tp.topic, tp.partition
 	for i, t := range r.tables {
 		w.blocks[i] = p.sink.NewBlock(t)
@@ -415,7 +419,7 @@ func (w *partitionWorker) acquireSlot(ctx context.Context) error {
 	if err := w.p.slots.acquire(ctx, w.route.tenant); err != nil {
 		return err
 	}
-	w.p.metrics.slotWait.WithLabelValues(w.route.tenant).Observe(time.Since(started).Seconds())
+	w.slotWait.Observe(time.Since(started).Seconds())
 	return nil
 }
 
