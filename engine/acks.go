@@ -20,6 +20,8 @@ type partitionAcks struct {
 	// budget is the pipeline's in-flight byte count; a batch's bytes leave
 	// it when the batch is done.
 	budget *flowControl
+	// route is the partition's route, for the lag metrics; nil in tests.
+	route *route
 
 	mu      sync.Mutex
 	batches []*batchAck // in offset order
@@ -44,6 +46,16 @@ type batchAck struct {
 	span    trace.SpanContext // the batch's consume span
 	pending atomic.Int32
 	done    bool // guarded by p.mu
+
+	// The batch's stage boundaries for the lag metrics (lag.go). polled
+	// and oldest (the oldest record's timestamp relative to polled) are
+	// set before the worker gets the batch; moduleStart by its first
+	// module call, before any of its rows go into a block; moduleEnd,
+	// in nanoseconds since polled, once the worker is done with it.
+	polled      time.Time
+	oldest      time.Duration
+	moduleStart time.Time
+	moduleEnd   atomic.Int64
 }
 
 // track registers a batch whose last record is at last and whose records

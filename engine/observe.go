@@ -17,6 +17,9 @@ type metrics struct {
 	moduleSeconds prometheus.Histogram
 	slotWait      *prometheus.HistogramVec
 	insertSeconds *prometheus.HistogramVec
+	// endToEnd and stageSeconds are the lag histograms (lag.go).
+	endToEnd     *prometheus.HistogramVec
+	stageSeconds *prometheus.HistogramVec
 }
 
 func newMetrics(p *Pipeline) *metrics {
@@ -38,7 +41,8 @@ func newMetrics(p *Pipeline) *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14),
 		}, []string{"table", "outcome"}),
 	}
-	m.registry.MustRegister(m.moduleSeconds, m.slotWait, m.insertSeconds, &collector{p: p}, prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	m.endToEnd, m.stageSeconds = newLagHistograms()
+	m.registry.MustRegister(m.moduleSeconds, m.slotWait, m.insertSeconds, m.endToEnd, m.stageSeconds, &collector{p: p}, prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }
 

@@ -143,6 +143,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) (*Pi
 		return nil, err
 	}
 	p.sink.OnInsert(p.observeInsert)
+	p.sink.OnChunkInserted(p.observeChunk)
 	if err := p.buildRoutes(ctx); err != nil {
 		return nil, err
 	}
@@ -381,6 +382,7 @@ func (p *Pipeline) pollLoop(ctx context.Context) {
 	defer p.polling.Store(false)
 	for ctx.Err() == nil {
 		fetches := p.client.PollRecords(ctx, p.cfg.Kafka.MaxPollRecords)
+		polled := time.Now()
 		if fetches.IsClientClosed() {
 			return
 		}
@@ -394,14 +396,16 @@ func (p *Pipeline) pollLoop(ctx context.Context) {
 			if len(fp.Records) == 0 {
 				return
 			}
-			var bytes int64
+			var bytes, oldest int64
 			for _, r := range fp.Records {
 				bytes += recordBytes(r)
+				oldest = olderMillis(oldest, r)
 			}
 			last := fp.Records[len(fp.Records)-1]
 			w := p.worker(topicPartition{fp.Topic, fp.Partition})
 			w.acks.hwm.Store(fp.HighWatermark)
 			ack := w.acks.track(fp.Records[0].Offset, kgo.EpochOffset{Epoch: last.LeaderEpoch, Offset: last.Offset}, bytes)
+			ack.stampPolled(polled, oldest)
 			spanCtx, span := p.startConsume(fp)
 			ack.span = span.SpanContext()
 			w.submit(polledBatch{recs: fp.Records, ack: ack, ctx: spanCtx, span: span})
@@ -432,7 +436,8 @@ func (p *Pipeline) worker(tp topicPartition) *partitionWorker {
 	if w, ok := p.workers[tp]; ok {
 		return w
 	}
-	acks := &partitionAcks{topic: tp.topic, partition: tp.partition, budget: p.byTopic[tp.topic].flow}
+	r := p.byTopic[tp.topic]
+	acks := &partitionAcks{topic: tp.topic, partition: tp.partition, budget: r.flow, route: r}
 	p.acks[tp] = acks
 	w := newPartitionWorker(p, tp, acks)
 	p.workers[tp] = w

@@ -33,6 +33,8 @@ type route struct {
 	// flow keeps the route's in-flight bytes under its budget by pausing
 	// only the route's topics.
 	flow *flowControl
+	// lag are the lag histograms of each of tables.
+	lag []*lagObservers
 
 	cur atomic.Pointer[moduleVersion] // nil until a module is active
 	// loadErr says why the module active in the store could not be loaded
@@ -158,6 +160,9 @@ func (p *Pipeline) routeTables(ctx context.Context, r *route, names []string, ke
 }
 
 func (p *Pipeline) addRoute(r *route, budget int64) {
+	for _, t := range r.tables {
+		r.lag = append(r.lag, p.metrics.lagObservers(r.String(), t.FullName()))
+	}
 	topics := r.topics
 	r.flow = &flowControl{
 		high:      budget,

@@ -218,6 +218,9 @@ func (w *partitionWorker) process(ctx context.Context, b polledBatch) error {
 		}
 		recs = recs[n:]
 	}
+	// After every call and the seals they made: a chunk sealed before
+	// this counts the batch's module stage up to its seal (lagPoints).
+	b.ack.moduleEnd.Store(int64(time.Since(b.ack.polled)))
 	b.ack.Done()
 	return nil
 }
@@ -276,6 +279,9 @@ func (w *partitionWorker) transform(ctx context.Context, recs []*kgo.Record, ack
 	}
 	_, span := w.p.tracer.Start(w.spanCtx, "transform")
 	started := time.Now()
+	if ack.moduleStart.IsZero() {
+		ack.moduleStart = started
+	}
 	out, err := w.inst.Transform(ctx, &w.batch)
 	w.p.slots.release(w.route.tenant)
 	w.p.metrics.moduleSeconds.Observe(time.Since(started).Seconds())

@@ -33,6 +33,8 @@ Usage:
   sluice token new|hash          (API tokens and the hashes the config keeps)
   sluice trace -spans traces.json -topic T -partition P -offset O
                                  (the spans and INSERT that carried a record)
+  sluice status [-metrics URL] [-window 10s]
+                                 (where a running instance's lag goes, per stage)
   sluice version
 
 Run 'sluice <command> -h' for a command's flags.
@@ -56,6 +58,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdToken(args[1:], stdout, stderr)
 	case "trace":
 		return cmdTrace(args[1:], stdout, stderr)
+	case "status":
+		return cmdStatus(args[1:], stdout, stderr)
 	case "version", "-version", "--version":
 		fmt.Fprintln(stdout, "sluice", version)
 		return 0

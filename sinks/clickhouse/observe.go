@@ -49,6 +49,27 @@ func (e *InsertEvent) Acks(fn func(Ack) bool) {
 // worker's goroutine, after the attempt. Set it before Run.
 func (s *Sink) OnInsert(fn func(*InsertEvent)) { s.onInsert = fn }
 
+// ChunkTiming says when a chunk passed the sink's stage boundaries, for
+// latency metrics. With routing shards a chunk is split into parts, one
+// per shard, and Taken and Inserted are those of the part whose insert
+// completed the chunk.
+type ChunkTiming struct {
+	// Sealed is when the chunk was handed to Send: its wait for room in
+	// a full shard queue counts as time in the queue.
+	Sealed time.Time
+	// Taken is when an insert took the part off its shard queue.
+	Taken time.Time
+	// Inserted is when the server acknowledged the insert attempt that
+	// succeeded; failed attempts, their backoff and time parked after a
+	// permanent error lie between Taken and Inserted.
+	Inserted time.Time
+}
+
+// OnChunkInserted sets a function told about every chunk with rows once
+// all of them are inserted, on the shard worker's goroutine, just before
+// the chunk's acks are released. Set it before Run.
+func (s *Sink) OnChunkInserted(fn func(*Chunk, ChunkTiming)) { s.onChunk = fn }
+
 // TableStats are one table's counters.
 type TableStats struct {
 	// Name is database.table, as the pipeline named it (with routing

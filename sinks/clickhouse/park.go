@@ -99,7 +99,7 @@ func (s *Sink) retryParked(ctx context.Context, key parkKey) {
 			pk.rows -= ins.rows
 			s.mu.Unlock()
 			for _, p := range ins.parts {
-				s.partDone(p)
+				s.partDone(p, ins.acked)
 			}
 			s.log.Info("parked insert landed", "table", key.t.target.fullName(), "shard", key.sh.name, "rows", ins.rows)
 		}

@@ -57,6 +57,10 @@ type insertSettings struct {
 type part struct {
 	chunk *Chunk
 	sub   *subBlock
+	// taken is when an insert took the part off its shard queue (for a
+	// part that ended another table's insert: when the next insert
+	// started with it).
+	taken time.Time
 }
 
 // replica is one server of a shard.
@@ -232,6 +236,8 @@ type openInsert struct {
 	// sealed: the insert takes no more parts, because a limit or the
 	// deadline was reached or because it was sent (a retry is unchanged).
 	sealed bool
+	// acked is when the server acknowledged the attempt that succeeded.
+	acked time.Time
 }
 
 func (ins *openInsert) add(p *part) {
@@ -298,6 +304,7 @@ func (w *worker) pull(ctx context.Context, ins *openInsert) *part {
 	case p.chunk.Block.table != ins.t:
 		w.held = p
 	default:
+		p.taken = time.Now()
 		ins.add(p)
 		return p
 	}
@@ -342,7 +349,9 @@ func (w *worker) run(ctx context.Context) error {
 				return nil
 			}
 		}
-		ins := &openInsert{t: first.chunk.Block.table, deadline: time.Now().Add(w.s.cfg.InsertLinger)}
+		now := time.Now()
+		first.taken = now
+		ins := &openInsert{t: first.chunk.Block.table, deadline: now.Add(w.s.cfg.InsertLinger)}
 		ins.add(first)
 		if err := w.insertWithRetry(ctx, ins); err != nil {
 			if errors.As(err, new(*PermanentError)) {
@@ -352,7 +361,7 @@ func (w *worker) run(ctx context.Context) error {
 			return nil // ctx ended
 		}
 		for _, p := range ins.parts {
-			w.s.partDone(p)
+			w.s.partDone(p, ins.acked)
 		}
 	}
 }
@@ -385,8 +394,10 @@ func (w *worker) insertWithRetry(ctx context.Context, ins *openInsert) error {
 			err = w.conn.insert(ctx, t, src, st)
 			ins.sealed = true
 		}
-		w.observe(ins, rep, attempt, start, err)
+		end := time.Now()
+		w.observe(ins, rep, attempt, start, end, err)
 		if err == nil {
+			ins.acked = end
 			rep.brk.success()
 			w.sh.failing.Store(nil)
 			w.sh.insertedRows.Add(int64(ins.rows))
@@ -426,13 +437,13 @@ func (w *worker) insertWithRetry(ctx context.Context, ins *openInsert) error {
 }
 
 // observe tells the sink's OnInsert function about an attempt.
-func (w *worker) observe(ins *openInsert, rep *replica, attempt int, start time.Time, err error) {
+func (w *worker) observe(ins *openInsert, rep *replica, attempt int, start, end time.Time, err error) {
 	fn := w.s.onInsert
 	if fn == nil {
 		return
 	}
 	fn(&InsertEvent{Table: ins.t.target.fullName(), Shard: w.sh.name, Replica: rep.addr,
-		Rows: ins.rows, Bytes: ins.bytes, Attempt: attempt, Start: start, End: time.Now(), Err: err,
+		Rows: ins.rows, Bytes: ins.bytes, Attempt: attempt, Start: start, End: end, Err: err,
 		parts: ins.parts})
 }
 

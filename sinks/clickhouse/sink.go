@@ -33,6 +33,8 @@ type Chunk struct {
 
 	// pending counts the chunk's parts not yet inserted.
 	pending atomic.Int32
+	// sealed is when Send was called, for ChunkTiming.
+	sealed time.Time
 }
 
 // ErrClosed is returned by Send and Table after Close.
@@ -78,6 +80,7 @@ type Sink struct {
 	inflightParts  atomic.Int64 // queued or being inserted
 
 	onInsert func(*InsertEvent)
+	onChunk  func(*Chunk, ChunkTiming)
 }
 
 // New validates cfg and connects to the server, retrying with backoff until
@@ -286,6 +289,7 @@ func (s *Sink) Send(ctx context.Context, c *Chunk) error {
 	s.senders.Add(1)
 	s.mu.Unlock()
 	defer s.senders.Done()
+	c.sealed = time.Now()
 	b := c.Block
 	if b.Rows() == 0 {
 		for _, a := range c.Acks {
@@ -322,11 +326,15 @@ func (s *Sink) Send(ctx context.Context, c *Chunk) error {
 	return nil
 }
 
-// partDone acks a chunk once all of its parts are inserted.
-func (s *Sink) partDone(p *part) {
+// partDone acks a chunk once all of its parts are inserted; inserted is
+// when the server acknowledged the insert that carried p.
+func (s *Sink) partDone(p *part, inserted time.Time) {
 	s.inflightParts.Add(-1)
 	if p.chunk.pending.Add(-1) != 0 {
 		return
+	}
+	if s.onChunk != nil {
+		s.onChunk(p.chunk, ChunkTiming{Sealed: p.chunk.sealed, Taken: p.taken, Inserted: inserted})
 	}
 	for _, a := range p.chunk.Acks {
 		a.Done()

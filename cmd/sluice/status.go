@@ -1,0 +1,355 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+const statusUsage = `sluice status shows, per pipeline and table, where the time from a record's
+Kafka timestamp to the acknowledgement of its insert goes: the mean, and the
+approximate p50 and p99 (interpolated in the histogram's buckets, as
+Prometheus' histogram_quantile does), of the end-to-end lag and of each
+stage, and each stage's share of the end-to-end total. It reads a running
+sluice's /metrics (sluice_end_to_end_seconds and sluice_stage_seconds) twice,
+-window apart, and reports the samples between the two reads; -window 0
+reports everything since the instance started. docs/operations.md says
+which stage to look at for which shape.
+
+Usage:
+  sluice status [-metrics http://127.0.0.1:9464/metrics] [-window 10s]
+
+Exit status 1 when /metrics cannot be read or has no lag metrics.
+`
+
+// lagStageNames are the stages of sluice_stage_seconds, in the order a
+// record passes them.
+var lagStageNames = []string{"broker", "inflight", "module", "seal", "queue", "insert"}
+
+// stageHints say what a dominant stage usually means; docs/operations.md
+// has the runbook.
+var stageHints = map[string]string{
+	"broker":   "records wait in Kafka before they are polled: the consumer is behind, or fetching is paused for the in-flight budget",
+	"inflight": "polled batches wait for their partition worker, a module instance or a call slot, or behind a worker blocked on a full shard queue",
+	"module":   "the module calls and decoding their output: a costly module, or too few partitions to spread it over",
+	"seal":     "rows wait in open blocks for chunk_bytes or chunk_linger (at low volume, chunk_linger)",
+	"queue":    "chunks wait in the shard queues: ClickHouse is slow or inserts_per_shard too low",
+	"insert":   "the inserts: at low volume mostly insert_linger (an insert stays open that long for more chunks); above it the server is slow (materialized views, Distributed, merges) or failing (retries)",
+}
+
+func cmdStatus(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, statusUsage); fs.PrintDefaults() }
+	url := fs.String("metrics", "http://127.0.0.1:9464/metrics", "the instance's /metrics URL, or its observability.listen address")
+	window := fs.Duration("window", 10*time.Second, "report the samples of this long (0: since the instance started)")
+	timeout := fs.Duration("timeout", 10*time.Second, "bound on each read of /metrics")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 || *window < 0 {
+		fmt.Fprint(stderr, statusUsage)
+		return 2
+	}
+	target := metricsURL(*url)
+	read := func() (map[lagKey]*lagSeries, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+		defer cancel()
+		return scrapeLag(ctx, target)
+	}
+	now, err := read()
+	if err != nil {
+		fmt.Fprintln(stderr, "sluice status:", err)
+		return 1
+	}
+	if *window > 0 {
+		before := now
+		time.Sleep(*window)
+		if now, err = read(); err != nil {
+			fmt.Fprintln(stderr, "sluice status:", err)
+			return 1
+		}
+		now = lagDelta(before, now)
+	}
+	renderStatus(stdout, now, *window)
+	return 0
+}
+
+// metricsURL makes a host:port (observability.listen) into its /metrics URL.
+func metricsURL(s string) string {
+	if strings.Contains(s, "://") {
+		return s
+	}
+	return "http://" + s + "/metrics"
+}
+
+// lagKey names one pipeline's table.
+type lagKey struct{ pipeline, table string }
+
+// lagHist is one classic histogram: cumulative bucket counts by upper
+// bound, the last bound +Inf.
+type lagHist struct {
+	count  uint64
+	sum    float64
+	bounds []float64
+	cum    []uint64
+}
+
+// lagSeries are the end-to-end histogram of one pipeline's table and its
+// stages'.
+type lagSeries struct {
+	endToEnd lagHist
+	stages   map[string]lagHist
+}
+
+func scrapeLag(ctx context.Context, url string) (map[lagKey]*lagSeries, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	lag, err := parseLag(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", url, err)
+	}
+	return lag, nil
+}
+
+// parseLag reads the lag histograms out of Prometheus text.
+func parseLag(r io.Reader) (map[lagKey]*lagSeries, error) {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(r)
+	if err != nil {
+		return nil, err
+	}
+	e2e, stages := fams["sluice_end_to_end_seconds"], fams["sluice_stage_seconds"]
+	if e2e == nil || stages == nil {
+		return nil, fmt.Errorf("no sluice_end_to_end_seconds and sluice_stage_seconds histograms (a sluice without the lag metrics, or not sluice)")
+	}
+	out := map[lagKey]*lagSeries{}
+	series := func(m *dto.Metric) *lagSeries {
+		k := lagKey{label(m, "pipeline"), label(m, "table")}
+		s := out[k]
+		if s == nil {
+			s = &lagSeries{stages: map[string]lagHist{}}
+			out[k] = s
+		}
+		return s
+	}
+	for _, m := range e2e.Metric {
+		if m.Histogram != nil {
+			series(m).endToEnd = histOf(m.Histogram)
+		}
+	}
+	for _, m := range stages.Metric {
+		if m.Histogram != nil {
+			series(m).stages[label(m, "stage")] = histOf(m.Histogram)
+		}
+	}
+	return out, nil
+}
+
+func label(m *dto.Metric, name string) string {
+	for _, l := range m.Label {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+func histOf(h *dto.Histogram) lagHist {
+	out := lagHist{count: h.GetSampleCount(), sum: h.GetSampleSum()}
+	for _, b := range h.Bucket {
+		out.bounds = append(out.bounds, b.GetUpperBound())
+		out.cum = append(out.cum, b.GetCumulativeCount())
+	}
+	if n := len(out.bounds); n == 0 || !math.IsInf(out.bounds[n-1], 1) {
+		out.bounds = append(out.bounds, math.Inf(1))
+		out.cum = append(out.cum, out.count)
+	}
+	return out
+}
+
+// minus is h's samples since earlier, h itself when the two do not
+// compare (the instance restarted, or the buckets changed).
+func (h lagHist) minus(earlier lagHist) lagHist {
+	if earlier.count > h.count || !slices.Equal(earlier.bounds, h.bounds) {
+		return h
+	}
+	d := lagHist{count: h.count - earlier.count, sum: h.sum - earlier.sum, bounds: h.bounds, cum: make([]uint64, len(h.cum))}
+	for i := range h.cum {
+		d.cum[i] = h.cum[i] - min(earlier.cum[i], h.cum[i])
+	}
+	return d
+}
+
+// lagDelta is the samples of now since before, series by series.
+func lagDelta(before, now map[lagKey]*lagSeries) map[lagKey]*lagSeries {
+	out := map[lagKey]*lagSeries{}
+	for k, s := range now {
+		b, ok := before[k]
+		if !ok || b.endToEnd.count > s.endToEnd.count {
+			out[k] = s
+			continue
+		}
+		d := &lagSeries{endToEnd: s.endToEnd.minus(b.endToEnd), stages: map[string]lagHist{}}
+		for name, h := range s.stages {
+			d.stages[name] = h.minus(b.stages[name])
+		}
+		out[k] = d
+	}
+	return out
+}
+
+func (h lagHist) mean() float64 { return h.sum / float64(h.count) }
+
+// quantile is the q-quantile estimated as Prometheus' histogram_quantile
+// does: linear within the bucket the rank falls in, the first bucket
+// starting at 0. above is set when the rank falls in the +Inf bucket; the
+// estimate is then the last finite bound.
+func (h lagHist) quantile(q float64) (v float64, above bool) {
+	if h.count == 0 {
+		return math.NaN(), false
+	}
+	rank := q * float64(h.count)
+	for i, c := range h.cum {
+		if float64(c) < rank {
+			continue
+		}
+		if math.IsInf(h.bounds[i], 1) {
+			if i == 0 {
+				return math.NaN(), true
+			}
+			return h.bounds[i-1], true
+		}
+		lower, below := 0.0, uint64(0)
+		if i > 0 {
+			lower, below = h.bounds[i-1], h.cum[i-1]
+		}
+		if c == below {
+			return h.bounds[i], false
+		}
+		return lower + (h.bounds[i]-lower)*(rank-float64(below))/float64(c-below), false
+	}
+	return h.bounds[len(h.bounds)-1], false
+}
+
+// renderStatus prints one table per pipeline and table, sorted by them.
+// A sample is the rows of one polled batch that one chunk carried, timed
+// from the batch's oldest record.
+func renderStatus(w io.Writer, lag map[lagKey]*lagSeries, window time.Duration) {
+	keys := make([]lagKey, 0, len(lag))
+	for k := range lag {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b lagKey) int {
+		if c := strings.Compare(a.pipeline, b.pipeline); c != 0 {
+			return c
+		}
+		return strings.Compare(a.table, b.table)
+	})
+	span := "since the instance started"
+	if window > 0 {
+		span = "in the last " + window.String()
+	}
+	if len(keys) == 0 {
+		fmt.Fprintln(w, "no pipeline has inserted anything yet")
+	}
+	for i, k := range keys {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		s := lag[k]
+		if s.endToEnd.count == 0 {
+			fmt.Fprintf(w, "%s → %s: no inserts %s\n", k.pipeline, k.table, span)
+			continue
+		}
+		fmt.Fprintf(w, "%s → %s: %d samples %s\n", k.pipeline, k.table, s.endToEnd.count, span)
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "stage     \tmean\tp50\tp99\tshare\t")
+		top, topSum := "", -1.0
+		for _, name := range lagStageNames {
+			h, ok := s.stages[name]
+			if !ok {
+				continue
+			}
+			fmt.Fprintf(tw, "%-10s\t%s\t%s\t%s\t%s\t\n", name, durationText(h.mean()), quantileText(h, 0.5), quantileText(h, 0.99), share(h.sum, s.endToEnd.sum))
+			if h.sum > topSum {
+				top, topSum = name, h.sum
+			}
+		}
+		e := s.endToEnd
+		fmt.Fprintf(tw, "end-to-end\t%s\t%s\t%s\t%s\t\n", durationText(e.mean()), quantileText(e, 0.5), quantileText(e, 0.99), share(e.sum, e.sum))
+		tw.Flush()
+		if top != "" {
+			fmt.Fprintf(w, "most time: %s (%s): %s\n", top, share(topSum, e.sum), stageHints[top])
+		}
+	}
+}
+
+func quantileText(h lagHist, q float64) string {
+	v, above := h.quantile(q)
+	if above {
+		return "> " + durationText(v)
+	}
+	return durationText(v)
+}
+
+func share(part, total float64) string {
+	if total <= 0 {
+		return "-"
+	}
+	return strconv.FormatFloat(100*part/total, 'f', 1, 64) + "%"
+}
+
+// durationText prints a duration in seconds with three significant digits.
+func durationText(s float64) string {
+	switch {
+	case math.IsNaN(s):
+		return "-"
+	case s < 0:
+		return "-" + durationText(-s)
+	case s == 0:
+		return "0"
+	case s < 1e-3:
+		return sig3(s*1e6) + "µs"
+	case s < 1:
+		return sig3(s*1e3) + "ms"
+	case s < 60:
+		return sig3(s) + "s"
+	case s < 3600:
+		return fmt.Sprintf("%dm%02ds", int(s)/60, int(s)%60)
+	}
+	return fmt.Sprintf("%dh%02dm", int(s)/3600, int(s)%3600/60)
+}
+
+// sig3 prints x (at least 1, below 1000) with three significant digits.
+func sig3(x float64) string {
+	switch {
+	case x >= 99.95:
+		return strconv.FormatFloat(x, 'f', 0, 64)
+	case x >= 9.995:
+		return strconv.FormatFloat(x, 'f', 1, 64)
+	}
+	return strconv.FormatFloat(x, 'f', 2, 64)
+}

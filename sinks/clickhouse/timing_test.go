@@ -1,0 +1,117 @@
+package clickhouse_test
+
+import (
+	"context"
+	"log/slog"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/sinks/clickhouse"
+)
+
+// TestChunkTiming checks what OnChunkInserted says about each chunk: once
+// per chunk with rows, before its acks are released, with Sealed at Send,
+// Taken when an insert took it, Inserted when the server acknowledged it,
+// in that order; a chunk inserted after failed attempts has their time,
+// and their backoff, between Taken and Inserted.
+func TestChunkTiming(t *testing.T) {
+	f := &tableServer{down: true, landed: map[string]int{}}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	s, err := clickhouse.New(context.Background(), clickhouse.Config{Transport: "http", HTTPAddr: srv.URL,
+		InsertLinger: 5 * time.Millisecond, RetryMin: 5 * time.Millisecond, RetryMax: 20 * time.Millisecond,
+		InsertsPerShard: 1}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type seen struct {
+		c          *clickhouse.Chunk
+		t          clickhouse.ChunkTiming
+		ackedFirst int64
+		at         time.Time
+	}
+	var (
+		mu    sync.Mutex
+		calls []seen
+		acks  atomic.Int64
+	)
+	s.OnChunkInserted(func(c *clickhouse.Chunk, ct clickhouse.ChunkTiming) {
+		mu.Lock()
+		calls = append(calls, seen{c, ct, acks.Load(), time.Now()})
+		mu.Unlock()
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	runDone := make(chan error, 1)
+	go func() { runDone <- s.Run(ctx) }()
+	defer func() {
+		cancel()
+		<-runDone
+	}()
+	tbl, err := s.Table(ctx, "events")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The first chunk meets a server that is down for 100 ms.
+	before := time.Now()
+	first := chunkOf(t, s, tbl, 10, countAckT{&acks})
+	if err := s.Send(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	const down = 100 * time.Millisecond
+	time.Sleep(down)
+	f.mu.Lock()
+	f.down = false
+	f.mu.Unlock()
+	waitUntil(t, "the first chunk's ack", func() bool { return acks.Load() == 1 })
+	// Then a chunk without rows (acked at once, no timing) and three
+	// that land at the first attempt.
+	if err := s.Send(ctx, &clickhouse.Chunk{Block: s.NewBlock(tbl), Acks: []clickhouse.Ack{countAckT{&acks}}}); err != nil {
+		t.Fatal(err)
+	}
+	var later []*clickhouse.Chunk
+	for range 3 {
+		c := chunkOf(t, s, tbl, 10, countAckT{&acks})
+		later = append(later, c)
+		if err := s.Send(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitUntil(t, "every ack", func() bool { return acks.Load() == 5 })
+
+	mu.Lock()
+	defer mu.Unlock()
+	if len(calls) != 4 {
+		t.Fatalf("OnChunkInserted called %d times, want once per chunk with rows (4)", len(calls))
+	}
+	want := append([]*clickhouse.Chunk{first}, later...)
+	for i, c := range calls {
+		if c.c != want[i] {
+			t.Errorf("call %d: not the chunk sent %d-th", i, i)
+		}
+		ct := c.t
+		if ct.Sealed.Before(before) || ct.Taken.Before(ct.Sealed) || ct.Inserted.Before(ct.Taken) || c.at.Before(ct.Inserted) {
+			t.Errorf("call %d: sent after %v, sealed %v, taken %v, inserted %v, told %v: out of order", i,
+				before.Format(time.StampMicro), ct.Sealed.Format(time.StampMicro), ct.Taken.Format(time.StampMicro),
+				ct.Inserted.Format(time.StampMicro), c.at.Format(time.StampMicro))
+		}
+		if wantAcked := int64(i); i > 0 {
+			// The chunk without rows was acked before the later ones.
+			wantAcked++
+			if c.ackedFirst != wantAcked {
+				t.Errorf("call %d: %d acks released before it, want %d", i, c.ackedFirst, wantAcked)
+			}
+		} else if c.ackedFirst != 0 {
+			t.Errorf("call 0 came after its ack was released")
+		}
+	}
+	if d := calls[0].t.Inserted.Sub(calls[0].t.Taken); d < down-10*time.Millisecond {
+		t.Errorf("the insert that met a server down for %s took %s from Taken to Inserted", down, d)
+	}
+	if d := calls[0].t.Taken.Sub(calls[0].t.Sealed); d > down/2 {
+		t.Errorf("the first chunk waited %s in an empty queue", d)
+	}
+}
