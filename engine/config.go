@@ -143,10 +143,12 @@ type ModuleConfig struct {
 	MaxBatchBytes   int `yaml:"max_batch_bytes"`
 	// MaxTrapsPerMinute is how many poison records (records that fail
 	// alone on a fresh instance: a trap, a deadline or memory breach) and
-	// failed instance starts a minute a module may have before a partition
-	// is paused for TrapCooldown and readiness turns false; the failed
-	// calls of the last minute may also take at most this many plus one
-	// times the deadline. Default 20.
+	// failed instance starts a minute one partition's instances of a module
+	// may have before that partition is paused for TrapCooldown and
+	// readiness turns false; the failed calls of the partition's last
+	// minute may also take at most this many plus one times the deadline.
+	// It is counted per partition, so that one partition's poison records
+	// do not pause the module's other partitions. Default 20.
 	MaxTrapsPerMinute int `yaml:"max_traps_per_minute"`
 	// TrapCooldown is how long a crash-looping module's partitions stay
 	// paused before it is tried again. Default 30s.

@@ -515,8 +515,10 @@ func every(ctx context.Context, interval time.Duration, fn func()) {
 	}
 }
 
-// commitSync commits the watermarks of tps (all tracked partitions when
-// tps is nil) that moved since the last commit.
+// commitSync commits the watermark of every partition of tps (all tracked
+// partitions when tps is nil) that has one, moved since the last commit or
+// not: committing an offset again is harmless, and a commit after a
+// rebalance or a broker restart must not rely on what an earlier one did.
 func (p *Pipeline) commitSync(ctx context.Context, tps []topicPartition) error {
 	offsets := map[string]map[int32]kgo.EpochOffset{}
 	p.mu.Lock()

@@ -37,6 +37,9 @@ func TestLoadCommandModule(t *testing.T) {
 			t.Errorf("error does not mention %s: %v", want, err)
 		}
 	}
+	if !strings.HasPrefix(err.Error(), "module cmd: "+ErrCommandModule.Error()) || strings.Count(err.Error(), "module cmd") != 1 {
+		t.Errorf("error does not say how to build the module first, naming it once: %v", err)
+	}
 	// The c-shared build of the same source loads.
 	if _, err := r.Load(context.Background(), "reactor", moduleWasm(t, "examples/log-normalize")); err != nil {
 		t.Fatal(err)

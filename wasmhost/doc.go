@@ -30,8 +30,7 @@
 // budget and, every few thousand steps, check an interrupt flag and yield
 // to the Go scheduler. The watchdog sets the flag when a call passes its
 // deadline or its context ends. This costs a Go guest 16–19% where wazero's
-// WithCloseOnContextDone costs 6–7× (11× in DESIGN.md); see
-// docs/adr/0002-batch-deadline.md
+// WithCloseOnContextDone costs 6–7×; see docs/adr/0002-batch-deadline.md
 // and BenchmarkDeadline.
 //
 // # Sandbox

@@ -277,10 +277,16 @@ func (r *Runtime) LoadWithLimits(ctx context.Context, name string, wasm []byte, 
 	_ = inst.Close(ctx)
 	if err != nil {
 		_ = code.Close(ctx)
+		// err names the module and the call already.
 		if _, command := exports["_start"]; command {
-			return nil, fmt.Errorf("module %s: %w: %s", name, ErrCommandModule, err)
+			// How to build it first, then the trap without the module's name again.
+			cause := err
+			if te := (*TrapError)(nil); errors.As(err, &te) {
+				cause = te.Err
+			}
+			return nil, fmt.Errorf("module %s: %w: %w", name, ErrCommandModule, cause)
 		}
-		return nil, fmt.Errorf("module %s: sluice_abi_version: %w", name, err)
+		return nil, err
 	}
 	m.Version = int(int32(v))
 	if !supported(m.Version) {

@@ -38,6 +38,9 @@ func TestLoadRefuses(t *testing.T) {
 		{"endless start function", wt.Module{Version: 1, Transform: returnsZero, Extra: []wt.Func{spin}, Start: 1}.Build(),
 			Limits{Deadline: 100 * time.Millisecond}, "module m: __sluice_start: deadline exceeded: still running after 100ms (interrupted; the call took "},
 		{"missing export", wt.Binary(), Limits{}, "module m: missing export sluice_abi_version"},
+		// The error names the module and the call once.
+		{"version handshake traps", wt.Module{ABIVersion: []byte{0x00, 0x0B}, Transform: returnsZero}.Build(), Limits{},
+			"module m: sluice_abi_version: wasm error: unreachable"},
 	}
 	r := newTestRuntime(t, Config{})
 	for _, tt := range tests {

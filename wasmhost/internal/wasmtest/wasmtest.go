@@ -98,7 +98,10 @@ var sluiceTypes = [][]byte{
 // a memory of MemoryPages pages, sluice_init accepts everything, and
 // sluice_transform runs Transform (type (i32, i32) -> i64).
 type Module struct {
-	Version     int32
+	Version int32
+	// ABIVersion, when set, are the instructions of sluice_abi_version
+	// (ending with 0x0B) in place of returning Version.
+	ABIVersion  []byte
 	MemoryPages uint32
 	Imports     []Import
 	Transform   []byte // instructions of sluice_transform, ending with 0x0B
@@ -131,9 +134,12 @@ func (m Module) Build() []byte {
 		e = append(e, 0x00)
 		imports = append(imports, append(e, U32(im.Type)...))
 	}
-	version := append([]byte{0x41}, S64(int64(m.Version))...)
+	version := append(append([]byte{0x41}, S64(int64(m.Version))...), 0x0B)
+	if m.ABIVersion != nil {
+		version = m.ABIVersion
+	}
 	funcs := []Func{
-		{Type: TypeI32, Body: append(version, 0x0B), Export: "sluice_abi_version"},
+		{Type: TypeI32, Body: version, Export: "sluice_abi_version"},
 		{Type: TypeI32ToI32, Body: []byte{0x41, 0x80, 0x08, 0x0B}, Export: "sluice_alloc"}, // i32.const 1024
 		{Type: TypeI32I32ToI64, Body: []byte{0x42, 0x00, 0x0B}, Export: "sluice_init"},     // i64.const 0
 		{Type: TypeI32I32ToI64, Locals: m.TransformLocals, Body: m.Transform, Export: "sluice_transform"},
