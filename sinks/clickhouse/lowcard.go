@@ -1,8 +1,10 @@
 package clickhouse
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
+	"hash/maphash"
 	"math"
 
 	"github.com/ClickHouse/ch-go/proto"
@@ -87,23 +89,29 @@ const (
 
 // lowCardinalityString encodes a String (or Nullable(String)) column as
 // LowCardinality. It is kept with its block and reused, so its dictionary
-// map and buffers are allocated once.
+// maps and buffers are allocated once. The dictionary is keyed by a hash
+// of the value, checked against the value it stands for: a map keyed by
+// the value would allocate a string for every distinct value of every
+// insert. Values whose hash another value took first go to collided.
 type lowCardinalityString struct {
-	typ   proto.ColumnType
-	src   *stringColumn
-	nulls []byte // the null map, for Nullable(String); nil otherwise
-	dict  map[string]uint32
-	index proto.ColStr
-	keys  []uint32
+	typ      proto.ColumnType
+	src      *stringColumn
+	nulls    []byte // the null map, for Nullable(String); nil otherwise
+	seed     maphash.Seed
+	dict     map[uint64]uint32
+	collided map[string]uint32
+	index    proto.ColStr
+	keys     []uint32
 }
 
 func newLowCardinalityString(col column) *lowCardinalityString {
 	switch c := col.(type) {
 	case *stringColumn:
-		return &lowCardinalityString{typ: "LowCardinality(String)", src: c, dict: map[string]uint32{}}
+		return &lowCardinalityString{typ: "LowCardinality(String)", src: c,
+			seed: maphash.MakeSeed(), dict: map[uint64]uint32{}}
 	case *nullableColumn:
 		return &lowCardinalityString{typ: "LowCardinality(Nullable(String))", src: c.inner.(*stringColumn),
-			nulls: []byte{}, dict: map[string]uint32{}}
+			nulls: []byte{}, seed: maphash.MakeSeed(), dict: map[uint64]uint32{}}
 	}
 	panic("lowCardinalityString of a non-string column")
 }
@@ -130,6 +138,7 @@ func (c *lowCardinalityString) EncodeColumn(b *proto.Buffer) {
 		return
 	}
 	clear(c.dict)
+	clear(c.collided)
 	c.index.Reset()
 	c.keys = c.keys[:0]
 	if c.nulls != nil {
@@ -141,14 +150,7 @@ func (c *lowCardinalityString) EncodeColumn(b *proto.Buffer) {
 			c.keys = append(c.keys, 0)
 			continue
 		}
-		v := c.src.value(i)
-		k, ok := c.dict[string(v)]
-		if !ok {
-			k = uint32(c.index.Rows())
-			c.dict[string(v)] = k
-			c.index.AppendBytes(v)
-		}
-		c.keys = append(c.keys, k)
+		c.keys = append(c.keys, c.key(c.src.value(i)))
 	}
 	n := c.index.Rows()
 	var width, keyType int
@@ -174,6 +176,31 @@ func (c *lowCardinalityString) EncodeColumn(b *proto.Buffer) {
 			b.Buf = binary.LittleEndian.AppendUint32(b.Buf, k)
 		}
 	}
+}
+
+// key returns v's dictionary key, adding v to the dictionary if it is new.
+func (c *lowCardinalityString) key(v []byte) uint32 {
+	h := maphash.Bytes(c.seed, v)
+	k, ok := c.dict[h]
+	if !ok {
+		k = uint32(c.index.Rows())
+		c.dict[h] = k
+		c.index.AppendBytes(v)
+		return k
+	}
+	if p := c.index.Pos[k]; bytes.Equal(c.index.Buf[p.Start:p.End], v) {
+		return k
+	}
+	if k, ok := c.collided[string(v)]; ok {
+		return k
+	}
+	if c.collided == nil {
+		c.collided = map[string]uint32{}
+	}
+	k = uint32(c.index.Rows())
+	c.collided[string(v)] = k
+	c.index.AppendBytes(v)
+	return k
 }
 
 func (c *lowCardinalityString) WriteColumn(w *proto.Writer) {

@@ -218,6 +218,8 @@ type worker struct {
 	connRep *replica
 	held    *part // a part of another table that ended the previous insert
 	timer   *time.Timer
+	// tokenBuf holds one column at a time while dedupToken hashes it.
+	tokenBuf proto.Buffer
 }
 
 func (w *worker) closeConn() {
@@ -238,6 +240,10 @@ type openInsert struct {
 	sealed bool
 	// acked is when the server acknowledged the attempt that succeeded.
 	acked time.Time
+	// token is the insert's deduplication token once derived: every
+	// attempt sends the same one.
+	token    string
+	hasToken bool
 }
 
 func (ins *openInsert) add(p *part) {
@@ -388,7 +394,10 @@ func (w *worker) insertWithRetry(ctx context.Context, ins *openInsert) error {
 				for !ins.sealed {
 					w.pull(ctx, ins)
 				}
-				st.dedupToken = dedupToken(t, ins.parts)
+				if !ins.hasToken {
+					ins.token, ins.hasToken = w.dedupToken(t, ins.parts), true
+				}
+				st.dedupToken = ins.token
 			}
 			src := &partSource{w: w, ins: ins, stream: !ins.sealed}
 			err = w.conn.insert(ctx, t, src, st)
@@ -489,13 +498,13 @@ type OffsetRange interface {
 // carries acks and all of them implement OffsetRange: without offsets the
 // server's own content hash is no worse. The contents are part of the
 // token because a batch's rows may be split over several chunks.
-func dedupToken(t *Table, parts []*part) string {
+//
+// Each column is encoded into the worker's buffer and hashed on its own,
+// so that the buffer holds one column of one part, not the insert.
+func (w *worker) dedupToken(t *Table, parts []*part) string {
 	h := sha256.New()
-	h.Write([]byte("sluice-dedup-v1\x00" + t.target.fullName() + "\x00"))
-	var (
-		num [8]byte
-		buf proto.Buffer
-	)
+	h.Write([]byte("sluice-dedup-v2\x00" + t.target.fullName() + "\x00"))
+	var num [8]byte
 	put := func(v uint64) {
 		binary.LittleEndian.PutUint64(num[:], v)
 		h.Write(num[:])
@@ -517,17 +526,25 @@ func dedupToken(t *Table, parts []*part) string {
 		}
 		// The columns as decoded: encodeNative would also build the
 		// LowCardinality dictionaries, a map lookup per value.
-		buf.Reset()
-		for _, c := range p.sub.cols {
-			c.EncodeColumn(&buf)
-		}
-		sum := city.CH128(buf.Buf)
 		put(uint64(p.sub.rows))
-		put(sum.Low)
-		put(sum.High)
+		for _, c := range p.sub.cols {
+			w.tokenBuf.Reset()
+			c.EncodeColumn(&w.tokenBuf)
+			sum := city.CH128(w.tokenBuf.Buf)
+			put(sum.Low)
+			put(sum.High)
+		}
+	}
+	if cap(w.tokenBuf.Buf) > maxTokenBuf {
+		// A part of an unusually large chunk: do not keep its column.
+		w.tokenBuf.Buf = nil
 	}
 	return "sluice-" + hex.EncodeToString(h.Sum(nil)[:16])
 }
+
+// maxTokenBuf is the most a worker's tokenBuf keeps between inserts: a
+// column of a chunk of the default chunk_bytes fits.
+const maxTokenBuf = 4 << 20
 
 // backoff is exponential backoff with full jitter.
 type backoff struct {
