@@ -95,10 +95,7 @@ func TestStageHistogramsSumToEndToEnd(t *testing.T) {
 // trickle produces rounds of n log lines, 25 ms apart, each round flushed.
 func trickle(t *testing.T, e *env, topic string, rounds, n int) {
 	t.Helper()
-	cl, err := e.kafka.NewClient(kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := roundRobinProducer(t, e, topic)
 	defer cl.Close()
 	ctx := context.Background()
 	for r := range rounds {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
 	"testing"
 	"time"
 
@@ -14,10 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/sluicehq/sluice/internal/testinfra"
-	"github.com/sluicehq/sluice/internal/wasmbuild"
 	"github.com/sluicehq/sluice/sinks/clickhouse"
-	"github.com/sluicehq/sluice/wasmhost"
 )
 
 // lagSumTolerance is how far apart, relative to the end-to-end sum, the
@@ -258,45 +254,9 @@ func BenchmarkLagObserve(b *testing.B) {
 // however the inserts race with the worker, and the stage sums add up to
 // the end-to-end sum.
 func TestLagOfBatchSealedMidway(t *testing.T) {
-	ch := testinfra.ClickHouseT(t)
 	ctx := context.Background()
-	if err := ch.Exec(ctx, "CREATE TABLE adv (offset UInt64, value String) ENGINE = MergeTree ORDER BY offset"); err != nil {
-		t.Fatal(err)
-	}
-	p, _ := workerTestPipeline(t, 100, time.Hour)
-	p.cfg.Module.MaxBatchRecords, p.cfg.Module.MaxBatchBytes = 1000, 1<<20
-	var err error
-	if p.sink, err = clickhouse.New(ctx, clickhouse.Config{Addr: ch.Addr}, p.log); err != nil {
-		t.Fatal(err)
-	}
-	p.sink.OnChunkInserted(p.observeChunk)
-	sinkCtx, stopSink := context.WithCancel(ctx)
-	sinkDone := make(chan error, 1)
-	go func() { sinkDone <- p.sink.Run(sinkCtx) }()
-	defer func() { stopSink(); <-sinkDone }()
-	tbl, err := p.sink.Table(ctx, "adv")
-	if err != nil {
-		t.Fatal(err)
-	}
-	wasm, err := os.ReadFile(wasmbuild.BuildT(t, "examples/adversarial/malformed-rows"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	lim := wasmhost.Limits{MaxOutputBytes: 4<<20 + 64<<10}
-	m, err := p.rt.LoadWithLimits(ctx, "malformed-rows", wasm, lim)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &route{name: "malformed-rows", topics: []string{"adv"}, tables: []*clickhouse.Table{tbl}, limits: lim,
-		maxTraps: 100, trapCooldown: time.Hour, flow: &flowControl{high: 1 << 40}}
-	r.lag = []*lagObservers{p.metrics.lagObservers(r.String(), tbl.FullName())}
-	r.activate(&moduleVersion{module: m})
-	p.routes = append(p.routes, r)
-	p.byTopic["adv"] = r
-
-	tp := topicPartition{"adv", 0}
-	a := &partitionAcks{topic: tp.topic, partition: tp.partition, route: r}
-	w := newPartitionWorker(p, tp, a)
+	e := malformedRowsWorker(t, ctx, true)
+	p, w, a, tp := e.p, e.w, e.a, e.w.tp
 	const n, rowBytes = 16, 1 << 20
 	var recs []*kgo.Record
 	polled := time.Now()
@@ -317,7 +277,7 @@ func TestLagOfBatchSealedMidway(t *testing.T) {
 			break
 		}
 		select {
-		case err := <-sinkDone:
+		case err := <-e.sinkDone:
 			t.Fatalf("sink stopped: %v", err)
 		case <-time.After(10 * time.Millisecond):
 		}

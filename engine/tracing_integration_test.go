@@ -36,14 +36,21 @@ import (
 
 const producerTraceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
-// produceTraced produces n log lines over the topic's partitions, every
-// tenth with a W3C traceparent header.
-func produceTraced(t *testing.T, e *env, topic string, n int) {
+// roundRobinProducer is a client producing to topic, over its partitions in turn.
+func roundRobinProducer(t *testing.T, e *env, topic string) *kgo.Client {
 	t.Helper()
 	cl, err := e.kafka.NewClient(kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
 	if err != nil {
 		t.Fatal(err)
 	}
+	return cl
+}
+
+// produceTraced produces n log lines over the topic's partitions, every
+// tenth with a W3C traceparent header.
+func produceTraced(t *testing.T, e *env, topic string, n int) {
+	t.Helper()
+	cl := roundRobinProducer(t, e, topic)
 	defer cl.Close()
 	ctx := context.Background()
 	for i := 0; i < n; i++ {
@@ -408,10 +415,7 @@ const sampledProducerEvery, unsampledProducerEvery = 500, 7
 // ones' trace ids.
 func produceSampling(t *testing.T, e *env, topic string, n int) (sampled map[string]string, unsampled map[string]bool) {
 	t.Helper()
-	cl, err := e.kafka.NewClient(kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := roundRobinProducer(t, e, topic)
 	defer cl.Close()
 	sampled, unsampled = map[string]string{}, map[string]bool{}
 	ctx := context.Background()

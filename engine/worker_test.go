@@ -245,43 +245,9 @@ func TestMetricsAfterReactivation(t *testing.T) {
 // here, under a 4 MiB max_output_bytes and 1 MiB chunks. The sink inserts
 // into a real ClickHouse, and every row lands.
 func TestBisectedOutputIsSealedAsItComes(t *testing.T) {
-	ch := testinfra.ClickHouseT(t)
 	ctx := context.Background()
-	if err := ch.Exec(ctx, "CREATE TABLE adv (offset UInt64, value String) ENGINE = MergeTree ORDER BY offset"); err != nil {
-		t.Fatal(err)
-	}
-	p, _ := workerTestPipeline(t, 100, time.Hour)
-	p.cfg.Module.MaxBatchRecords, p.cfg.Module.MaxBatchBytes = 1000, 1<<20
-	var err error
-	if p.sink, err = clickhouse.New(ctx, clickhouse.Config{Addr: ch.Addr}, p.log); err != nil {
-		t.Fatal(err)
-	}
-	sinkCtx, stopSink := context.WithCancel(ctx)
-	sinkDone := make(chan error, 1)
-	go func() { sinkDone <- p.sink.Run(sinkCtx) }()
-	defer func() { stopSink(); <-sinkDone }()
-	tbl, err := p.sink.Table(ctx, "adv")
-	if err != nil {
-		t.Fatal(err)
-	}
-	wasm, err := os.ReadFile(wasmbuild.BuildT(t, "examples/adversarial/malformed-rows"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	lim := wasmhost.Limits{MaxOutputBytes: 4<<20 + 64<<10}
-	m, err := p.rt.LoadWithLimits(ctx, "malformed-rows", wasm, lim)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &route{name: "malformed-rows", topics: []string{"adv"}, tables: []*clickhouse.Table{tbl}, limits: lim,
-		maxTraps: 100, trapCooldown: time.Hour, flow: &flowControl{high: 1 << 40}}
-	r.activate(&moduleVersion{module: m})
-	p.routes = append(p.routes, r)
-	p.byTopic["adv"] = r
-
-	tp := topicPartition{"adv", 0}
-	a := &partitionAcks{topic: tp.topic, partition: tp.partition}
-	w := newPartitionWorker(p, tp, a)
+	e := malformedRowsWorker(t, ctx, false)
+	p, w, a, lim, tp := e.p, e.w, e.a, e.lim, e.w.tp
 	const n, rowBytes = 64, 1 << 20
 	var recs []*kgo.Record
 	for off := range int64(n) {
@@ -305,14 +271,79 @@ func TestBisectedOutputIsSealedAsItComes(t *testing.T) {
 			break
 		}
 		select {
-		case err := <-sinkDone:
+		case err := <-e.sinkDone:
 			t.Fatalf("sink stopped: %v", err)
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	if got, err := ch.Query(ctx, "SELECT count(), sum(length(value)) FROM adv"); err != nil {
+	if got, err := e.ch.Query(ctx, "SELECT count(), sum(length(value)) FROM adv"); err != nil {
 		t.Fatal(err)
 	} else if want := fmt.Sprintf("%d\t%d", n, n*rowBytes); strings.TrimSpace(got) != want {
 		t.Errorf("adv holds (rows, bytes) %q, want %q", got, want)
 	}
+}
+
+// malformedEnv is a partition worker of topic adv running malformed-rows
+// ("big:N" records make N-byte rows) into table adv of a real ClickHouse,
+// through a running sink.
+type malformedEnv struct {
+	p        *Pipeline
+	w        *partitionWorker
+	a        *partitionAcks
+	lim      wasmhost.Limits
+	ch       *testinfra.ClickHouse
+	sinkDone <-chan error // the sink's Run returned, early
+}
+
+// malformedRowsWorker starts a malformedEnv; with lag, the sink's chunk
+// timings feed the pipeline's lag metrics.
+func malformedRowsWorker(t *testing.T, ctx context.Context, lag bool) *malformedEnv {
+	t.Helper()
+	ch := testinfra.ClickHouseT(t)
+	if err := ch.Exec(ctx, "CREATE TABLE adv (offset UInt64, value String) ENGINE = MergeTree ORDER BY offset"); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := workerTestPipeline(t, 100, time.Hour)
+	p.cfg.Module.MaxBatchRecords, p.cfg.Module.MaxBatchBytes = 1000, 1<<20
+	var err error
+	if p.sink, err = clickhouse.New(ctx, clickhouse.Config{Addr: ch.Addr}, p.log); err != nil {
+		t.Fatal(err)
+	}
+	if lag {
+		p.sink.OnChunkInserted(p.observeChunk)
+	}
+	sinkCtx, stopSink := context.WithCancel(ctx)
+	sinkDone, early := make(chan error, 1), make(chan error, 1)
+	go func() {
+		err := p.sink.Run(sinkCtx)
+		if sinkCtx.Err() == nil {
+			early <- err
+		}
+		sinkDone <- err
+	}()
+	t.Cleanup(func() { stopSink(); <-sinkDone })
+	tbl, err := p.sink.Table(ctx, "adv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wasm, err := os.ReadFile(wasmbuild.BuildT(t, "examples/adversarial/malformed-rows"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := wasmhost.Limits{MaxOutputBytes: 4<<20 + 64<<10}
+	m, err := p.rt.LoadWithLimits(ctx, "malformed-rows", wasm, lim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &route{name: "malformed-rows", topics: []string{"adv"}, tables: []*clickhouse.Table{tbl}, limits: lim,
+		maxTraps: 100, trapCooldown: time.Hour, flow: &flowControl{high: 1 << 40}}
+	if lag {
+		r.lag = []*lagObservers{p.metrics.lagObservers(r.String(), tbl.FullName())}
+	}
+	r.activate(&moduleVersion{module: m})
+	p.routes = append(p.routes, r)
+	p.byTopic["adv"] = r
+	tp := topicPartition{"adv", 0}
+	a := &partitionAcks{topic: tp.topic, partition: tp.partition, route: r}
+	return &malformedEnv{p: p, w: newPartitionWorker(p, tp, a), a: a, lim: lim, ch: ch, sinkDone: early}
 }

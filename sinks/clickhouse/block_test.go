@@ -16,7 +16,7 @@ func uvarintStr(s string) []byte {
 	return append(b, s...)
 }
 
-func testTable(t *testing.T) *Table {
+func testTable(t testing.TB) *Table {
 	t.Helper()
 	tbl, err := NewTable("db", "t", []Column{
 		{Name: "ts", Type: "DateTime"},

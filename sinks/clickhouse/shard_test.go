@@ -225,16 +225,7 @@ func TestConfigValidate(t *testing.T) {
 // BenchmarkDedupToken: the token of an insert of 8 parts of 2,000 rows,
 // as each attempt of an insert derives it.
 func BenchmarkDedupToken(b *testing.B) {
-	tbl, err := NewTable("db", "t", []Column{
-		{Name: "ts", Type: "DateTime"},
-		{Name: "name", Type: "LowCardinality(String)"},
-		{Name: "n", Type: "Nullable(UInt64)"},
-		{Name: "tags", Type: "Array(String)"},
-		{Name: "e", Type: "Enum8('a' = 1, 'b' = -2)"},
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
+	tbl := testTable(b)
 	var parts []*part
 	for p := range 8 {
 		blk := tbl.NewBlock()
