@@ -706,20 +706,20 @@ tenants:
 			table = append(table, line)
 		}
 		if has["grow"] {
-			classes = append(classes, "5 admin API")
+			classes = append(classes, "5 compile bombs", "11 admin API")
 			for _, a := range apiResults {
 				table = append(table, fmt.Sprintf("%-4s 5 upload %-17s %d in %s", run, a.name, a.status, a.took.Round(time.Millisecond)))
 				if a.status != http.StatusUnprocessableEntity {
 					t.Errorf("5 upload %s: status %d, want 422", a.name, a.status)
 				}
 			}
-			table = append(table, fmt.Sprintf("%-4s 5 a path with .. and no token: %d; wrong tokens: %d of 30 got 429; stalled 8 MiB uploads still held: %d of %d",
+			table = append(table, fmt.Sprintf("%-4s 11 a path with .. and no token: %d; wrong tokens: %d of 30 got 429; stalled 8 MiB uploads still held: %d of %d",
 				run, dotStatus, wrong429, stalledHeld, prof.stalled))
 			if wrong429 < 15 {
-				t.Errorf("5 wrong tokens: only %d of 30 rate-limited", wrong429)
+				t.Errorf("11 wrong tokens: only %d of 30 rate-limited", wrong429)
 			}
 			if dotStatus != http.StatusUnauthorized {
-				t.Errorf("5 a path with ..: %d without a token, want 401", dotStatus)
+				t.Errorf("11 a path with ..: %d without a token, want 401", dotStatus)
 			}
 		}
 		return mixResult{name: run, classes: classes, res: res, peak: peak, bound: bound}
@@ -785,8 +785,8 @@ type isoAPIResult struct {
 	took   time.Duration
 }
 
-// abuseAdmin is class 5: stalled uploads held open while compile bombs are
-// uploaded, a path with "..", and a flood of wrong tokens.
+// abuseAdmin is classes 5 and 11: stalled uploads held open while compile
+// bombs are uploaded, a path with "..", and a flood of wrong tokens.
 func abuseAdmin(t *testing.T, addr string, adv func(string) string, stalled int) (results []isoAPIResult, wrong429, dotStatus, held int) {
 	base := "http://" + addr
 	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
