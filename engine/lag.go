@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -31,6 +32,10 @@ const (
 
 // stageNames are the values of sluice_stage_seconds's stage label.
 var stageNames = [numStages]string{"broker", "inflight", "module", "seal", "queue", "insert"}
+
+// LagStages returns the values of sluice_stage_seconds's stage label, in
+// the order a record passes the stages.
+func LagStages() []string { return slices.Clone(stageNames[:]) }
 
 // lagBuckets serve the end-to-end and every stage histogram, so that their
 // quantiles compare: 100 µs to 56 minutes.

@@ -16,6 +16,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/sluicehq/sluice/engine"
 )
 
 const statusUsage = `sluice status shows, per pipeline and table, where the time from a record's
@@ -36,7 +38,7 @@ Exit status 1 when /metrics cannot be read or has no lag metrics.
 
 // lagStageNames are the stages of sluice_stage_seconds, in the order a
 // record passes them.
-var lagStageNames = []string{"broker", "inflight", "module", "seal", "queue", "insert"}
+var lagStageNames = engine.LagStages()
 
 // stageHints say what a dominant stage usually means; docs/operations.md
 // has the runbook.

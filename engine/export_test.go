@@ -1,0 +1,4 @@
+package engine
+
+// LagSumTolerance is lagSumTolerance, for the tests of package engine_test.
+const LagSumTolerance = lagSumTolerance
