@@ -82,24 +82,32 @@ func committedEnd(t *testing.T, e *tenantEnv, group, topic string) bool {
 	return all
 }
 
+// waitProgress calls read every interval until it reports done, failing
+// t with stuck's message only when read's value stays the same for stall:
+// a loaded machine is slow, not stuck.
+func waitProgress[V comparable](t *testing.T, interval, stall time.Duration, read func() (v V, done bool), stuck func(v V) string) {
+	t.Helper()
+	v, done := read()
+	for lastMove := time.Now(); !done; {
+		time.Sleep(interval)
+		var now V
+		if now, done = read(); now != v {
+			v, lastMove = now, time.Now()
+		}
+		if !done && time.Since(lastMove) > stall {
+			t.Fatal(stuck(v))
+		}
+	}
+}
+
 // waitCount polls a count query until it reaches want, failing only when
-// it stops moving for a minute: a loaded machine is slow, not stuck.
+// it stops moving for a minute.
 func waitCount(t *testing.T, e *tenantEnv, sql string, want int) {
 	t.Helper()
-	last, lastMove := -1, time.Now()
-	for {
+	waitProgress(t, 100*time.Millisecond, time.Minute, func() (int, bool) {
 		n := queryInt(t, e.ch, sql)
-		if n >= want {
-			return
-		}
-		if n != last {
-			last, lastMove = n, time.Now()
-		}
-		if time.Since(lastMove) > time.Minute {
-			t.Fatalf("%s: %d of %d, no progress for a minute", sql, n, want)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return n, n >= want
+	}, func(n int) string { return fmt.Sprintf("%s: %d of %d, no progress for a minute", sql, n, want) })
 }
 
 // TestContainment runs one tenant's hostile input beside another tenant's

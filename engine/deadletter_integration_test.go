@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -89,19 +90,11 @@ func run(t *testing.T, cfg engine.Config, opts ...engine.Option) (*engine.Pipeli
 // lands for d: a loaded machine is slow, not stuck.
 func waitRows(t *testing.T, ch *testinfra.ClickHouse, want int, d time.Duration) int {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	n, last := 0, -1
-	for time.Now().Before(deadline) {
+	var n int
+	waitProgress(t, 200*time.Millisecond, d, func() (int, bool) {
 		n = queryInt(t, ch, "SELECT count() FROM logs")
-		if n >= want {
-			return n
-		}
-		if n != last {
-			last, deadline = n, time.Now().Add(d)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	t.Fatalf("%d of %d rows landed, none for %s", n, want, d)
+		return n, n >= want
+	}, func(n int) string { return fmt.Sprintf("%d of %d rows landed, none for %s", n, want, d) })
 	return n
 }
 

@@ -250,24 +250,15 @@ type bSample struct {
 func bDrain(t *testing.T, e *tenantEnv, r *isoRun, want int) []bSample {
 	t.Helper()
 	var samples []bSample
-	last, lastMove := -1, time.Now()
-	for {
+	waitProgress(t, 20*time.Millisecond, time.Minute, func() (int, bool) {
 		c := queryInt(t, e.ch, "SELECT count() FROM logs")
 		samples = append(samples, bSample{time.Now(), c})
-		if c >= want {
-			return samples
-		}
-		if gone, err := r.exited(); gone {
+		if gone, err := r.exited(); gone && c < want {
 			t.Fatalf("sluice exited (%v) with %d of %d of B's rows landed", err, c, want)
 		}
-		if c != last {
-			last, lastMove = c, time.Now()
-		}
-		if time.Since(lastMove) > time.Minute {
-			t.Fatalf("%d of %d of B's rows, none for a minute", c, want)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return c, c >= want
+	}, func(c int) string { return fmt.Sprintf("%d of %d of B's rows, none for a minute", c, want) })
+	return samples
 }
 
 // drainRate is B's rate in rows per second over the readings between lo

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"net/http/httptest"
 	"strings"
@@ -128,8 +129,7 @@ func scrape(t *testing.T, url string) map[string]*dto.MetricFamily {
 // minute.
 func waitLagZero(t *testing.T, url string, partitions int) {
 	t.Helper()
-	last, lastMove := -1.0, time.Now()
-	for {
+	waitProgress(t, 200*time.Millisecond, time.Minute, func() (float64, bool) {
 		zero, total := 0, 0.0
 		if f := scrape(t, url)["sluice_consumer_lag"]; f != nil {
 			for _, m := range f.Metric {
@@ -140,17 +140,10 @@ func waitLagZero(t *testing.T, url string, partitions int) {
 				}
 			}
 		}
-		if zero == partitions {
-			return
-		}
-		if total != last {
-			last, lastMove = total, time.Now()
-		}
-		if time.Since(lastMove) > time.Minute {
-			t.Fatalf("consumer lag %v over %d partitions, %d of them at 0, unchanged for a minute", total, partitions, zero)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return total, zero == partitions
+	}, func(total float64) string {
+		return fmt.Sprintf("consumer lag %v over %d partitions, not 0 on each, unchanged for a minute", total, partitions)
+	})
 }
 
 // lagHistograms are the lag histograms of the log-normalize pipeline's
