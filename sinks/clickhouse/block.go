@@ -3,6 +3,7 @@ package clickhouse
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -49,7 +50,34 @@ type Table struct {
 	shapeMu sync.Mutex
 	shape   []int
 
+	// version counts the table's schema changes seen by Rediscover, from
+	// 0; the versions of a table share stats.
+	version     int
+	shardingKey string // routing shards
+	stats       *tableStats
+	// plan inserts the version's blocks into the table it was discovered
+	// as; plans replace it per shard once the table changed (see
+	// insertPlan).
+	plan *insertPlan
+	// plans are, per shard, how this version's blocks are inserted into a
+	// table whose schema changed since (see insertPlan); nil until then.
+	plans sync.Map // *shard → *insertPlan
+}
+
+// tableStats are the counters of a table over all its versions.
+type tableStats struct {
 	insertedRows atomic.Int64
+}
+
+// Version counts the changes of the table's schema (or, with routing
+// shards, of its cluster) that Rediscover saw: 0 as first discovered.
+func (t *Table) Version() int { return t.version }
+
+// sameAs says whether o has t's schema and, with routing shards, the same
+// shards and sharding key.
+func (t *Table) sameAs(o *Table) bool {
+	return slices.Equal(t.Columns, o.Columns) && slices.Equal(t.shards, o.shards) &&
+		t.shardingKey == o.shardingKey && t.target.insertSQL == o.target.insertSQL
 }
 
 // recordShape remembers the buffer lengths of b's fullest part.
@@ -120,7 +148,7 @@ func (t *target) fullName() string { return t.database + "." + t.table }
 // NewTable builds a Table from its columns, checking that sluice can encode
 // every insertable one. Its rows are inserted into database.name as one part.
 func NewTable(database, name string, cols []Column) (*Table, error) {
-	t := &Table{Database: database, Name: name, Columns: cols}
+	t := &Table{Database: database, Name: name, Columns: cols, stats: &tableStats{}}
 	for _, c := range cols {
 		switch c.DefaultKind {
 		case "MATERIALIZED", "ALIAS":
@@ -139,6 +167,7 @@ func NewTable(database, name string, cols []Column) (*Table, error) {
 		return nil, fmt.Errorf("table %s has no insertable columns", t.FullName())
 	}
 	t.target = newTarget(database, name, t.Insert)
+	t.plan = identityPlan(t)
 	t.shards = []*shard{nil}
 	return t, nil
 }
@@ -331,32 +360,33 @@ func (s *subBlock) size() int {
 	return n
 }
 
-// input is the part as ch-go input columns.
-func (s *subBlock) input(t *Table) proto.Input {
-	in := make(proto.Input, len(s.cols))
-	for i, c := range s.cols {
-		in[i] = proto.InputColumn{Name: t.Insert[i].Name, Data: c}
-	}
-	return in
-}
-
-// encodeNative appends the part as one block of the Native format.
-func (s *subBlock) encodeNative(t *Table, buf *proto.Buffer) error {
-	in := s.input(t)
-	for i, kind := range t.lcKind {
+// encodeNative appends the part as one block of the Native format, as
+// plan inserts it.
+func (s *subBlock) encodeNative(plan *insertPlan, buf *proto.Buffer) error {
+	in := plan.input(s)
+	for i, kind := range plan.lcKind {
 		if kind == 0 {
 			continue
 		}
+		if plan.conv[i] != nil {
+			// A converted column is encoded once: no dictionary to keep.
+			col := in[i].Data.(column)
+			lc := newLowCardinalityString(col)
+			lc.bind(col)
+			in[i].Data = lc
+			continue
+		}
+		c := plan.cols[i]
 		if s.lc == nil {
 			s.lc = make([]*lowCardinalityString, len(s.cols))
 		}
-		if s.lc[i] == nil {
-			s.lc[i] = newLowCardinalityString(s.cols[i])
+		if s.lc[c] == nil {
+			s.lc[c] = newLowCardinalityString(s.cols[c])
 		}
-		s.lc[i].bind(s.cols[i])
-		in[i].Data = s.lc[i]
+		s.lc[c].bind(s.cols[c])
+		in[i].Data = s.lc[c]
 	}
-	blk := proto.Block{Columns: len(s.cols), Rows: s.rows}
+	blk := proto.Block{Columns: len(in), Rows: s.rows}
 	return blk.EncodeRawBlock(buf, 0, in)
 }
 
@@ -365,13 +395,13 @@ func (s *subBlock) encodeNative(t *Table, buf *proto.Buffer) error {
 // routing shards one per non-empty part in shard order.
 func (b *Block) EncodeNative(buf *proto.Buffer) error {
 	if len(b.parts) == 1 {
-		return b.parts[0].encodeNative(b.table, buf)
+		return b.parts[0].encodeNative(b.table.plan, buf)
 	}
 	for _, p := range b.parts {
 		if p.rows == 0 {
 			continue
 		}
-		if err := p.encodeNative(b.table, buf); err != nil {
+		if err := p.encodeNative(b.table.plan, buf); err != nil {
 			return err
 		}
 	}

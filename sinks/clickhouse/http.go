@@ -158,8 +158,8 @@ type httpConn struct {
 
 func (hc *httpConn) close() {}
 
-func (hc *httpConn) insert(ctx context.Context, t *Table, src *partSource, s insertSettings) error {
-	params := url.Values{"query": {t.target.httpQuery}}
+func (hc *httpConn) insert(ctx context.Context, plan *insertPlan, src *partSource, s insertSettings) error {
+	params := url.Values{"query": {plan.target.httpQuery}}
 	method := hc.ht.cfg.Compression
 	if method != "none" {
 		params.Set("decompress", "1")
@@ -179,7 +179,7 @@ func (hc *httpConn) insert(ctx context.Context, t *Table, src *partSource, s ins
 	// reader of the previous attempt.
 	var bodies []*nativeBody
 	body := func(src *partSource) *nativeBody {
-		b := newNativeBody(ctx, t, src, method)
+		b := newNativeBody(ctx, plan, src, method)
 		bodies = append(bodies, b)
 		return b
 	}
@@ -209,9 +209,9 @@ const compressFrame = 1 << 20
 // second copy of its rows; a streaming source hands out parts as they are
 // queued, and the request body (chunked) ends when the insert does.
 type nativeBody struct {
-	ctx context.Context
-	t   *Table
-	src *partSource
+	ctx  context.Context
+	plan *insertPlan
+	src  *partSource
 	// mu is held by Read and Close: Close waits for a Read in progress,
 	// and a closed body reads nothing more.
 	mu     sync.Mutex
@@ -230,7 +230,7 @@ type bodyBuffers struct {
 
 var bodyPool sync.Pool
 
-func newNativeBody(ctx context.Context, t *Table, src *partSource, method string) *nativeBody {
+func newNativeBody(ctx context.Context, plan *insertPlan, src *partSource, method string) *nativeBody {
 	bb, _ := bodyPool.Get().(*bodyBuffers)
 	if bb == nil || bb.method != method {
 		bb = &bodyBuffers{method: method}
@@ -241,7 +241,7 @@ func newNativeBody(ctx context.Context, t *Table, src *partSource, method string
 			bb.comp = compress.NewWriter(compress.LevelZero, compress.ZSTD)
 		}
 	}
-	return &nativeBody{ctx: ctx, t: t, src: src, bodyBuffers: bb}
+	return &nativeBody{ctx: ctx, plan: plan, src: src, bodyBuffers: bb}
 }
 
 // Close ends the body (net/http closes it when done with it; insert closes
@@ -270,7 +270,7 @@ func (b *nativeBody) Read(p []byte) (int, error) {
 			return 0, io.EOF
 		}
 		b.buf.Reset()
-		if err := p.sub.encodeNative(b.t, &b.buf); err != nil {
+		if err := p.sub.encodeNative(b.plan, &b.buf); err != nil {
 			return 0, err
 		}
 		b.out = b.buf.Buf

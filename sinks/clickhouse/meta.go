@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,18 +17,89 @@ type cluster struct {
 	shards []*shard // in shard_num order
 }
 
-// Table discovers a table's schema from the server (once per name). A
-// missing table or a column sluice cannot encode is a *PermanentError naming
-// the table, column and type. With routing shards the table must be
-// Distributed: Table also reads its cluster from system.clusters, parses its
-// sharding key, checks each shard's local table and starts a queue per
-// shard; with routing distributed it checks the table is Distributed.
+// Table discovers a table's schema from the server (once per name; see
+// Rediscover for a later change). A missing table or a column sluice cannot
+// encode is a *PermanentError naming the table, column and type. With
+// routing shards the table must be Distributed: Table also reads its
+// cluster from system.clusters, parses its sharding key, checks each
+// shard's local table and starts a queue per shard; with routing
+// distributed it checks the table is Distributed.
 func (s *Sink) Table(ctx context.Context, name string) (*Table, error) {
 	s.tablesMu.Lock()
 	defer s.tablesMu.Unlock()
 	if t, ok := s.tables[name]; ok {
 		return t, nil
 	}
+	t, err := s.discover(ctx, name, false)
+	if err != nil {
+		return nil, err
+	}
+	s.register(t, nil)
+	return t, nil
+}
+
+// Rediscover reads the table's schema again (and, with routing shards, its
+// cluster from system.clusters) and returns the table as it is now: the
+// same *Table if nothing changed, else a new version, which Table returns
+// from then on. Blocks of an older version stay valid: they are inserted
+// with their own column list, adapted to what the server has then (see
+// insertPlan). A table Table never returned is discovered as by Table.
+func (s *Sink) Rediscover(ctx context.Context, name string) (*Table, bool, error) {
+	s.tablesMu.Lock()
+	defer s.tablesMu.Unlock()
+	old, ok := s.tables[name]
+	if !ok {
+		t, err := s.discover(ctx, name, false)
+		if err != nil {
+			return nil, false, err
+		}
+		t.stats = &tableStats{}
+		s.register(t, nil)
+		return t, true, nil
+	}
+	t, err := s.discover(ctx, name, true)
+	if err != nil {
+		return old, false, err
+	}
+	if old.sameAs(t) {
+		return old, false, nil
+	}
+	t.stats = old.stats
+	t.version = old.version + 1
+	s.register(t, old)
+	// The old version's queued blocks are adapted before their next
+	// insert: a server that does not convert a block's types checks them
+	// only over the native protocol (18.16's HTTP interface can crash on a
+	// Native body whose types are not the table's).
+	plan, err := adaptPlan(old, t.Columns, s.serverSettings(ctx, s.endpoint)&settingNativeConversion != 0)
+	if err != nil {
+		plan = &insertPlan{err: err}
+	}
+	for _, sh := range old.shards {
+		old.plans.Store(sh, plan)
+	}
+	s.log.Info("table changed; new blocks use its new schema", "table", t.FullName(), "version", t.version,
+		"columns", columnList(t.Insert), "previous", columnList(old.Insert), "shards", len(t.shards))
+	return t, true, nil
+}
+
+// register makes t the table's current version, replacing old (nil for a
+// new name).
+func (s *Sink) register(t, old *Table) {
+	s.tables[t.Name] = t
+	s.mu.Lock()
+	if i := slices.Index(s.tableList, old); old != nil && i >= 0 {
+		s.tableList[i] = t
+	} else {
+		s.tableList = append(s.tableList, t)
+	}
+	s.mu.Unlock()
+	s.pools.Store(t, &sync.Pool{New: func() any { return t.newReservedBlock() }})
+}
+
+// discover builds the table from the server's schema; reread reads the
+// cluster of routing shards again rather than use the one already known.
+func (s *Sink) discover(ctx context.Context, name string, reread bool) (*Table, error) {
 	s.mu.Lock()
 	closed := s.closed
 	s.mu.Unlock()
@@ -67,21 +139,24 @@ func (s *Sink) Table(ctx context.Context, name string) (*Table, error) {
 		}
 		t.shards = []*shard{s.single}
 	case RoutingShards:
-		if err := s.routeToShards(ctx, t); err != nil {
+		if err := s.routeToShards(ctx, t, reread); err != nil {
 			return nil, fmt.Errorf("table %s: %w", full, err)
 		}
 	}
-	s.tables[name] = t
-	s.mu.Lock()
-	s.tableList = append(s.tableList, t)
-	s.mu.Unlock()
-	s.pools.Store(t, &sync.Pool{New: func() any { return t.newReservedBlock() }})
 	return t, nil
+}
+
+func columnList(cols []Column) string {
+	parts := make([]string, len(cols))
+	for i, c := range cols {
+		parts[i] = c.Name + " " + c.Type
+	}
+	return strings.Join(parts, ", ")
 }
 
 // routeToShards points t at its Distributed table's local table on each
 // shard of its cluster, with the Distributed table's sharding key.
-func (s *Sink) routeToShards(ctx context.Context, t *Table) error {
+func (s *Sink) routeToShards(ctx context.Context, t *Table, reread bool) error {
 	engine, engineFull, err := s.tableEngine(ctx, s.endpoint, t.Database, t.Name)
 	if err != nil {
 		return err
@@ -93,7 +168,7 @@ func (s *Sink) routeToShards(ctx context.Context, t *Table) error {
 	if err != nil {
 		return &PermanentError{Err: err}
 	}
-	cl, err := s.loadCluster(ctx, d.Cluster)
+	cl, err := s.loadCluster(ctx, d.Cluster, reread)
 	if err != nil {
 		return err
 	}
@@ -102,14 +177,19 @@ func (s *Sink) routeToShards(ctx context.Context, t *Table) error {
 		weights[i] = sh.weight
 	}
 	r, err := newRoute(t.FullName(), t.Insert, d.ShardingKey, weights)
+	t.shardingKey = d.ShardingKey
 	if err != nil {
 		return &PermanentError{Err: err}
 	}
 	t.route = r
 	t.target = newTarget(d.Database, d.Table, t.Insert)
+	t.plan = identityPlan(t)
 	t.shards = cl.shards
 	if err := s.checkLocalTables(ctx, t, cl); err != nil {
 		return err
+	}
+	if reread {
+		return nil
 	}
 	s.log.Info("routing rows to shards", "table", t.FullName(), "local", t.target.fullName(),
 		"cluster", cl.name, "shards", len(cl.shards), "weights", weights, "sharding_key", d.ShardingKey)
@@ -117,13 +197,15 @@ func (s *Sink) routeToShards(ctx context.Context, t *Table) error {
 }
 
 // loadCluster reads a cluster's shards and replicas from system.clusters
-// (once per name) and registers a queue per shard.
-func (s *Sink) loadCluster(ctx context.Context, name string) (*cluster, error) {
+// (once per name, or again with reread) and registers a queue per shard. A
+// shard read again with the same replicas is the one already known, with
+// its queue; a new or changed shard gets a queue of its own.
+func (s *Sink) loadCluster(ctx context.Context, name string, reread bool) (*cluster, error) {
 	s.mu.Lock()
-	cl, ok := s.clusters[name]
+	known, ok := s.clusters[name]
 	s.mu.Unlock()
-	if ok {
-		return cl, nil
+	if ok && !reread {
+		return known, nil
 	}
 	rows, err := s.queryRetry(ctx, s.endpoint, fmt.Sprintf(
 		"SELECT toString(shard_num), toString(shard_weight), toString(replica_num), host_name, host_address, toString(port) "+
@@ -134,7 +216,7 @@ func (s *Sink) loadCluster(ctx context.Context, name string) (*cluster, error) {
 	if len(rows) == 0 {
 		return nil, &PermanentError{Err: fmt.Errorf("cluster %s is not in system.clusters of %s", name, s.endpoint.addr)}
 	}
-	cl = &cluster{name: name}
+	cl := &cluster{name: name}
 	for _, row := range rows {
 		if len(row) != 6 {
 			return nil, fmt.Errorf("cluster %s: system.clusters returned %d columns", name, len(row))
@@ -163,8 +245,24 @@ func (s *Sink) loadCluster(ctx context.Context, name string) (*cluster, error) {
 			return nil, fmt.Errorf("cluster %s: shard numbers are not 1..%d", name, len(cl.shards))
 		}
 	}
-	if err := s.addShards(cl.shards); err != nil {
+	var added []*shard
+	for i, sh := range cl.shards {
+		if known != nil {
+			if j := slices.IndexFunc(known.shards, sh.sameAs); j >= 0 {
+				cl.shards[i] = known.shards[j]
+				continue
+			}
+		}
+		added = append(added, sh)
+	}
+	if known != nil && slices.Equal(known.shards, cl.shards) {
+		return known, nil
+	}
+	if err := s.addShards(added); err != nil {
 		return nil, err
+	}
+	if known != nil {
+		s.log.Info("cluster changed", "cluster", name, "shards", len(cl.shards), "previously", len(known.shards))
 	}
 	s.mu.Lock()
 	s.clusters[name] = cl

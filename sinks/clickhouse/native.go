@@ -109,13 +109,13 @@ func (emptyColumn) Reset()                     {}
 // insert sends the parts as the blocks of one INSERT: ch-go streams one
 // block per part, asking src for the next one as it goes, and the server
 // squashes them.
-func (nc *nativeConn) insert(ctx context.Context, t *Table, src *partSource, s insertSettings) error {
+func (nc *nativeConn) insert(ctx context.Context, plan *insertPlan, src *partSource, s insertSettings) error {
 	if nc.c.IsClosed() {
 		return errConnClosed
 	}
-	input := src.next(ctx).sub.input(t)
+	input := plan.input(src.next(ctx).sub)
 	q := ch.Query{
-		Body:  t.target.insertSQL,
+		Body:  plan.target.insertSQL,
 		Input: input,
 		OnInput: func(ctx context.Context) error {
 			p := src.next(ctx)
@@ -123,8 +123,8 @@ func (nc *nativeConn) insert(ctx context.Context, t *Table, src *partSource, s i
 				input[0].Data = emptyColumn{}
 				return io.EOF
 			}
-			for i, c := range p.sub.cols {
-				input[i].Data = c
+			for i := range input {
+				input[i].Data = plan.column(p.sub, i)
 			}
 			return nil
 		},

@@ -70,6 +70,13 @@ type ChunkTiming struct {
 // the chunk's acks are released. Set it before Run.
 func (s *Sink) OnChunkInserted(fn func(*Chunk, ChunkTiming)) { s.onChunk = fn }
 
+// OnSchemaChange sets a function the sink calls with a table's name when an
+// insert into it failed as if its schema had changed since its rows were
+// encoded (a column dropped, a type changed): the caller can Rediscover it
+// at once rather than at its next periodic check. fn is called from a shard
+// worker and must not block. Set it before Run.
+func (s *Sink) OnSchemaChange(fn func(table string)) { s.onSchemaChange = fn }
+
 // TableStats are one table's counters.
 type TableStats struct {
 	// Name is database.table, as the pipeline named it (with routing

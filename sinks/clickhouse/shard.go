@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/url"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,7 +37,7 @@ type transport interface {
 type conn interface {
 	// insert sends the parts src hands out, all of table t, as one
 	// INSERT; src has at least one.
-	insert(ctx context.Context, t *Table, src *partSource, s insertSettings) error
+	insert(ctx context.Context, plan *insertPlan, src *partSource, s insertSettings) error
 	close()
 }
 
@@ -160,6 +162,13 @@ type shard struct {
 	// failing is why the shard's last insert attempt failed, nil after a
 	// success.
 	failing atomic.Pointer[string]
+}
+
+// sameAs says whether o is the same shard of a cluster: the same number,
+// weight and replicas.
+func (sh *shard) sameAs(o *shard) bool {
+	return sh.num == o.num && sh.weight == o.weight &&
+		slices.EqualFunc(sh.replicas, o.replicas, func(a, b *replica) bool { return a.addr == b.addr })
 }
 
 // pick returns the replica the next insert goes to: the current one, or
@@ -382,10 +391,19 @@ func (w *worker) insertWithRetry(ctx context.Context, ins *openInsert) error {
 	t := ins.t
 	b := backoff{min: s.cfg.RetryMin, max: s.cfg.RetryMax}
 	st := insertSettings{requestKey: fmt.Sprintf("sluice-%016x", rand.Uint64())}
+	plan := t.planFor(w.sh)
 	for attempt := 1; ; attempt++ {
 		start := time.Now()
 		rep := w.sh.pick(start)
 		err := w.connect(ctx, rep)
+		if err == nil && plan.err != nil {
+			// The table changed in a way these rows do not fit: look
+			// again, the table may have changed since.
+			if plan, err = w.adaptPlan(ctx, rep, t); err != nil {
+				err = &PermanentError{Err: fmt.Errorf("the table changed and its queued rows cannot be adapted: %w", err)}
+				plan = &insertPlan{err: err}
+			}
+		}
 		if err == nil {
 			st.distributedSync = s.cfg.DistributedSync && s.tr.canSendSettings(rep)
 			st.asyncInsertOff = s.serverSettings(ctx, rep)&settingAsyncInsert != 0
@@ -400,7 +418,7 @@ func (w *worker) insertWithRetry(ctx context.Context, ins *openInsert) error {
 				st.dedupToken = ins.token
 			}
 			src := &partSource{w: w, ins: ins, stream: !ins.sealed}
-			err = w.conn.insert(ctx, t, src, st)
+			err = w.conn.insert(ctx, plan, src, st)
 			ins.sealed = true
 		}
 		end := time.Now()
@@ -410,7 +428,7 @@ func (w *worker) insertWithRetry(ctx context.Context, ins *openInsert) error {
 			rep.brk.success()
 			w.sh.failing.Store(nil)
 			w.sh.insertedRows.Add(int64(ins.rows))
-			t.insertedRows.Add(int64(ins.rows))
+			t.stats.insertedRows.Add(int64(ins.rows))
 			s.insertedRows.Add(int64(ins.rows))
 			s.inserts.Add(1)
 			return nil
@@ -425,6 +443,19 @@ func (w *worker) insertWithRetry(ctx context.Context, ins *openInsert) error {
 		w.sh.failing.Store(&msg)
 		err = classify(err)
 		if errors.As(err, new(*PermanentError)) {
+			if schemaChanged(err) {
+				adapted, aerr := w.adaptPlan(ctx, rep, t)
+				if aerr == nil && !adapted.sameAs(plan) {
+					s.log.Info("the table changed under queued rows; inserting them with their columns adapted",
+						"table", t.target.fullName(), "shard", w.sh.name, "rows", ins.rows,
+						"columns", strings.Join(adapted.target.columns, ", "), "err", err)
+					plan = adapted
+					continue
+				}
+				if aerr != nil {
+					err = fmt.Errorf("%w (the rows cannot be adapted to the table as it is now: %v)", err, aerr)
+				}
+			}
 			rep.brk.release()
 			return fmt.Errorf("insert into %s%s: %w", t.target.fullName(), w.sh.where(rep), err)
 		}
@@ -443,6 +474,28 @@ func (w *worker) insertWithRetry(ctx context.Context, ins *openInsert) error {
 		case <-time.After(wait):
 		}
 	}
+}
+
+// adaptPlan describes the insert table on rep and returns the plan that
+// inserts t's blocks into it as it is now, which the shard's later inserts
+// of t use too. It tells the sink's OnSchemaChange function.
+func (w *worker) adaptPlan(ctx context.Context, rep *replica, t *Table) (*insertPlan, error) {
+	s := w.s
+	if fn := s.onSchemaChange; fn != nil {
+		fn(t.Name)
+	}
+	qctx, cancel := context.WithTimeout(ctx, s.cfg.ConnectTimeout)
+	defer cancel()
+	cols, err := s.describe(qctx, rep, t.target.database, t.target.table)
+	if err != nil {
+		return nil, err
+	}
+	p, err := adaptPlan(t, cols, s.serverSettings(qctx, rep)&settingNativeConversion != 0)
+	if err != nil {
+		return nil, err
+	}
+	t.plans.Store(w.sh, p)
+	return p, nil
 }
 
 // observe tells the sink's OnInsert function about an attempt.

@@ -81,6 +81,9 @@ type Sink struct {
 
 	onInsert func(*InsertEvent)
 	onChunk  func(*Chunk, ChunkTiming)
+	// onSchemaChange is told the table's name when an insert failed as if
+	// the table's schema had changed.
+	onSchemaChange func(table string)
 }
 
 // New validates cfg and connects to the server, retrying with backoff until
@@ -433,7 +436,7 @@ func (s *Sink) Stats() Stats {
 	}
 	s.mu.Lock()
 	for _, t := range s.tableList {
-		st.Tables = append(st.Tables, TableStats{Name: t.FullName(), InsertedRows: t.insertedRows.Load()})
+		st.Tables = append(st.Tables, TableStats{Name: t.FullName(), InsertedRows: t.stats.insertedRows.Load()})
 	}
 	s.mu.Unlock()
 	slices.SortFunc(st.Tables, func(a, b TableStats) int { return strings.Compare(a.Name, b.Name) })
