@@ -155,8 +155,8 @@ func seconds(ns int64) float64 { return float64(ns) / 1e9 }
 // lagFor returns the lag histograms of the route's table t, nil if t is
 // not one of its tables.
 func (r *route) lagFor(t *clickhouse.Table) *lagObservers {
-	for i, rt := range r.tables {
-		if rt == t && i < len(r.lag) {
+	for i, rt := range r.schema.Load().tables {
+		if rt.Name == t.Name && i < len(r.lag) {
 			return r.lag[i]
 		}
 	}

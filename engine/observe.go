@@ -90,6 +90,8 @@ var (
 	descVersionLive  = prometheus.NewDesc("sluice_module_active", "1 for the module version a pipeline runs now, 0 for versions it ran before.", []string{"module", "tenant", "pipeline", "sha256"}, nil)
 	descFailures     = prometheus.NewDesc("sluice_module_failures_total", "Module instance failures by cause: a limit (deadline, memory, output_rows, output_bytes) or trap (a trap, proc_exit or malformed output).", []string{"module", "tenant", "pipeline", "cause"}, nil)
 	descRouteInfl    = prometheus.NewDesc("sluice_pipeline_inflight_bytes", "Estimated memory held by a pipeline's records between poll and commit.", []string{"module", "tenant", "pipeline"}, nil)
+	descSchemaChange = prometheus.NewDesc("sluice_pipeline_schema_changes_total", "Changes of a pipeline's tables (ADD, DROP, MODIFY COLUMN; a shard added behind routing shards) that sluice took up while running.", []string{"module", "tenant", "pipeline"}, nil)
+	descSchemaRefuse = prometheus.NewDesc("sluice_pipeline_schema_refused", "1 while a pipeline waits because its module refused its tables' current schema.", []string{"module", "tenant", "pipeline"}, nil)
 	descRoutePaused  = prometheus.NewDesc("sluice_pipeline_fetch_paused", "1 while a pipeline's topics are paused for its in-flight budget or a full sink queue.", []string{"module", "tenant", "pipeline"}, nil)
 	descTableRows    = prometheus.NewDesc("sluice_table_rows_inserted_total", "Rows inserted into ClickHouse, per table.", []string{"table"}, nil)
 	descRowsInserted = prometheus.NewDesc("sluice_rows_inserted_total", "Rows inserted into ClickHouse.", nil, nil)
@@ -101,7 +103,7 @@ var (
 type collector struct{ p *Pipeline }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descVersionIn, descVersionRows, descVersionLive, descFailures, descRouteInfl, descRoutePaused, descRecordsIn, descErrored, descShardQueue, descShardFailing, descTableRows, descRowsOut, descDeadLettered, descTraps, descInstances,
+	for _, d := range []*prometheus.Desc{descVersionIn, descVersionRows, descVersionLive, descFailures, descRouteInfl, descRoutePaused, descSchemaChange, descSchemaRefuse, descRecordsIn, descErrored, descShardQueue, descShardFailing, descTableRows, descRowsOut, descDeadLettered, descTraps, descInstances,
 		descInflight, descBudget, descPauses, descResumes, descPaused, descModPauses, descLag, descQueueDepth,
 		descRowsInserted, descInserts, descInsertErrors} {
 		ch <- d
@@ -170,6 +172,12 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			paused = 1
 		}
 		gauge(descRoutePaused, paused, r.name, r.tenant, r.pipeline)
+		ch <- prometheus.MustNewConstMetric(descSchemaChange, prometheus.CounterValue, float64(r.schemaChanges.Load()), r.name, r.tenant, r.pipeline)
+		refused := int64(0)
+		if r.schema.Load().refused != "" {
+			refused = 1
+		}
+		gauge(descSchemaRefuse, refused, r.name, r.tenant, r.pipeline)
 	}
 	for _, t := range st.Sink.Tables {
 		ch <- prometheus.MustNewConstMetric(descTableRows, prometheus.CounterValue, float64(t.InsertedRows), t.Name)

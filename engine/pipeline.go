@@ -34,11 +34,13 @@ type Pipeline struct {
 	rtConfig wasmhost.Config
 	routes   []*route
 	byTopic  map[string]*route
-	store    *tenancy.Store // nil without tenants
-	sink     *clickhouse.Sink
-	client   *kgo.Client
-	dlq      *deadLetter
-	stats    stats
+	// schemaKick asks watchSchemas to check the tables now.
+	schemaKick chan struct{}
+	store      *tenancy.Store // nil without tenants
+	sink       *clickhouse.Sink
+	client     *kgo.Client
+	dlq        *deadLetter
+	stats      stats
 	// slots share the CPU module calls run on among tenants.
 	slots *callSlots
 
@@ -102,12 +104,13 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) (*Pi
 	}
 	p := &Pipeline{
 		cfg: cfg, log: log,
-		workers: map[topicPartition]*partitionWorker{},
-		acks:    map[topicPartition]*partitionAcks{},
-		paused:  map[topicPartition]bool{},
-		byTopic: map[string]*route{},
-		failed:  make(chan struct{}),
-		tracer:  o.tracerProvider.Tracer(tracerName),
+		workers:    map[topicPartition]*partitionWorker{},
+		acks:       map[topicPartition]*partitionAcks{},
+		paused:     map[topicPartition]bool{},
+		byTopic:    map[string]*route{},
+		schemaKick: make(chan struct{}, 1),
+		failed:     make(chan struct{}),
+		tracer:     o.tracerProvider.Tracer(tracerName),
 	}
 	p.metrics = newMetrics(p)
 	p.workCtx, p.cancelWork = context.WithCancel(context.Background())
@@ -144,6 +147,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) (*Pi
 	}
 	p.sink.OnInsert(p.observeInsert)
 	p.sink.OnChunkInserted(p.observeChunk)
+	p.sink.OnSchemaChange(p.kickSchemaCheck)
 	if err := p.buildRoutes(ctx); err != nil {
 		return nil, err
 	}
@@ -287,6 +291,11 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		defer close(topicsDone)
 		p.watchTopics(pollCtx)
 	}()
+	schemasDone := make(chan struct{})
+	go func() {
+		defer close(schemasDone)
+		p.watchSchemas(pollCtx)
+	}()
 
 	var (
 		runErr      error
@@ -309,6 +318,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	<-commitDone
 	<-flowDone
 	<-topicsDone
+	<-schemasDone
 
 	start := time.Now()
 	commitReserve := min(p.cfg.ShutdownTimeout/5, 5*time.Second)
@@ -655,6 +665,9 @@ func (p *Pipeline) Ready() (bool, string) {
 	for _, r := range p.routes {
 		if msg := r.loadErr.Load(); msg != nil {
 			return false, *msg
+		}
+		if why := r.schema.Load().refused; why != "" {
+			return false, why
 		}
 	}
 	if msg := p.sink.Failing(); msg != "" {

@@ -24,9 +24,11 @@ type route struct {
 	tenant, pipeline string // "" without tenants
 	name             string // tags the module in logs, errors and dead letters
 	topics           []string
-	tables           []*clickhouse.Table
-	init             wasmhost.InitConfig
-	limits           wasmhost.Limits
+	// schema is the route's tables and its module's init config, replaced
+	// when a table changes (see routeSchema).
+	schema        atomic.Pointer[routeSchema]
+	schemaChanges atomic.Int64
+	limits        wasmhost.Limits
 	// maxTraps and trapCooldown are the crash-loop policy.
 	maxTraps     int
 	trapCooldown time.Duration
@@ -119,8 +121,7 @@ func (p *Pipeline) buildRoutes(ctx context.Context) error {
 	if len(cfg.Tenants) == 0 {
 		r := &route{name: cfg.Module.Name, topics: cfg.Kafka.Topics, limits: cfg.Module.Limits.wasmhost(),
 			maxTraps: cfg.Module.MaxTrapsPerMinute, trapCooldown: cfg.Module.TrapCooldown}
-		r.init.Params = cfg.Module.Params
-		if err := p.routeTables(ctx, r, cfg.Module.Tables, "module.tables"); err != nil {
+		if err := p.routeTables(ctx, r, cfg.Module.Tables, cfg.Module.Params, "module.tables"); err != nil {
 			return err
 		}
 		p.addRoute(r, cfg.Kafka.MaxInflightBytes)
@@ -132,9 +133,8 @@ func (p *Pipeline) buildRoutes(ctx context.Context) error {
 			r := &route{tenant: t.ID, pipeline: pl.Name, name: t.ID + "/" + pl.Name, topics: pl.Topics,
 				limits:   t.Limits.or(cfg.Module.Limits).wasmhost(),
 				maxTraps: cmp.Or(t.MaxTrapsPerMinute, cfg.Module.MaxTrapsPerMinute), trapCooldown: cmp.Or(t.TrapCooldown, cfg.Module.TrapCooldown)}
-			r.init.Params = pl.Module.Params
 			key := fmt.Sprintf("tenants[%s].pipelines[%s].tables", t.ID, pl.Name)
-			if err := p.routeTables(ctx, r, pl.Tables, key); err != nil {
+			if err := p.routeTables(ctx, r, pl.Tables, pl.Module.Params, key); err != nil {
 				return err
 			}
 			p.addRoute(r, budget)
@@ -143,24 +143,21 @@ func (p *Pipeline) buildRoutes(ctx context.Context) error {
 	return nil
 }
 
-func (p *Pipeline) routeTables(ctx context.Context, r *route, names []string, key string) error {
+func (p *Pipeline) routeTables(ctx context.Context, r *route, names []string, params map[string]string, key string) error {
+	var tables []*clickhouse.Table
 	for _, name := range names {
 		t, err := p.sink.Table(ctx, name)
 		if err != nil {
 			return fmt.Errorf("%s: %w", key, err)
 		}
-		r.tables = append(r.tables, t)
-		ts := wasmhost.TableSchema{Name: name}
-		for _, c := range t.Insert {
-			ts.Columns = append(ts.Columns, wasmhost.ColumnSchema{Name: c.Name, Type: c.Type})
-		}
-		r.init.Tables = append(r.init.Tables, ts)
+		tables = append(tables, t)
 	}
+	r.setSchema(newRouteSchema(tables, params))
 	return nil
 }
 
 func (p *Pipeline) addRoute(r *route, budget int64) {
-	for _, t := range r.tables {
+	for _, t := range r.schema.Load().tables {
 		r.lag = append(r.lag, p.metrics.lagObservers(r.String(), t.FullName()))
 	}
 	topics := r.topics
@@ -240,7 +237,7 @@ func (p *Pipeline) loadModules(ctx context.Context) error {
 				"pipeline", r.pipeline, "from", from, "err", err)
 			continue
 		}
-		if inst, err := m.Instantiate(ctx, r.init); err != nil {
+		if inst, err := m.Instantiate(ctx, r.schema.Load().init); err != nil {
 			p.log.Warn("tenant module failed to start; its partitions will retry and cool down", "tenant", r.tenant,
 				"pipeline", r.pipeline, "from", from, "err", err)
 		} else {
@@ -272,7 +269,7 @@ func (p *Pipeline) loadVersion(ctx context.Context, r *route, wasm []byte) (*mod
 	if err != nil {
 		return nil, err
 	}
-	inst, err := m.Instantiate(ctx, r.init)
+	inst, err := m.Instantiate(ctx, r.schema.Load().init)
 	if err != nil {
 		return nil, err
 	}
@@ -344,9 +341,10 @@ func (p *Pipeline) CheckActivation(ctx context.Context, tenant, pipeline string,
 	if err != nil {
 		return err
 	}
-	inst, err := m.Instantiate(ctx, r.init)
+	sch := r.schema.Load()
+	inst, err := m.Instantiate(ctx, sch.init)
 	if err != nil {
-		return fmt.Errorf("%w (the pipeline's allowed tables: %v)", err, tableNames(r.tables))
+		return fmt.Errorf("%w (the pipeline's allowed tables: %v)", err, tableNames(sch.tables))
 	}
 	defer inst.Close(context.Background())
 	if len(bytes.TrimSpace(sample)) == 0 {
@@ -361,8 +359,8 @@ func (p *Pipeline) CheckActivation(ctx context.Context, tenant, pipeline string,
 	if err != nil {
 		return fmt.Errorf("dry run on %d sample records: %w", len(recs), err)
 	}
-	blocks := make([]*clickhouse.Block, len(r.tables))
-	for i, t := range r.tables {
+	blocks := make([]*clickhouse.Block, len(sch.tables))
+	for i, t := range sch.tables {
 		blocks[i] = p.sink.NewBlock(t)
 	}
 	for i := 0; ; i++ {
@@ -382,7 +380,7 @@ func (p *Pipeline) CheckActivation(ctx context.Context, tenant, pipeline string,
 				return fmt.Errorf("dry run: sample line %d: row for table index %d; the pipeline has %d tables", lines[i], table, len(blocks))
 			}
 			if err := blocks[table].AppendRow(row); err != nil {
-				return fmt.Errorf("dry run: sample line %d: row for %s does not fit: %w", lines[i], r.tables[table].FullName(), err)
+				return fmt.Errorf("dry run: sample line %d: row for %s does not fit: %w", lines[i], sch.tables[table].FullName(), err)
 			}
 		}
 	}
@@ -412,6 +410,12 @@ func (p *Pipeline) Activate(ctx context.Context, tenant, pipeline string, v tena
 	}
 	old := r.activate(mv)
 	r.loadErr.Store(nil)
+	if sch := r.schema.Load(); sch.refused != "" {
+		// The new version accepts the tables the old one refused.
+		next := newRouteSchema(sch.tables, sch.init.Params)
+		r.setSchema(next)
+		p.log.Info("the new module version accepts the tables' schema; the pipeline resumes", "tenant", tenant, "pipeline", pipeline)
+	}
 	if old == nil {
 		p.client.AddConsumeTopics(r.topics...)
 	}

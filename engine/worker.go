@@ -33,9 +33,11 @@ type partitionWorker struct {
 	tp    topicPartition
 	acks  *partitionAcks
 	route *route
-	// mv is the module version the worker's instance runs; the worker
-	// changes to the route's current version between batches.
-	mv *moduleVersion
+	// mv is the module version the worker's instance runs, and schema the
+	// tables it writes; the worker changes to the route's current ones
+	// between batches.
+	mv     *moduleVersion
+	schema *routeSchema
 
 	// ctx ends the worker's work at once (the drain or revoke gave up on
 	// it, or the pipeline failed); what it holds stays uncommitted.
@@ -76,9 +78,10 @@ type partitionWorker struct {
 
 func newPartitionWorker(p *Pipeline, tp topicPartition, acks *partitionAcks) *partitionWorker {
 	r := p.byTopic[tp.topic]
-	n := len(r.tables)
+	sch := r.schema.Load()
+	n := len(sch.tables)
 	w := &partitionWorker{
-		p: p, tp: tp, acks: acks, route: r,
+		p: p, tp: tp, acks: acks, route: r, schema: sch,
 		wake:     make(chan struct{}, 1),
 		quit:     make(chan struct{}),
 		stopped:  make(chan struct{}),
@@ -90,7 +93,7 @@ func newPartitionWorker(p *Pipeline, tp topicPartition, acks *partitionAcks) *pa
 	w.ctx, w.cancel = context.WithCancel(p.workCtx)
 	w.slotWait = p.metrics.slotWait.WithLabelValues(r.tenant)
 	w.batch.Topic, w.batch.Partition = tp.topic, tp.partition
-	for i, t := range r.tables {
+	for i, t := range sch.tables {
 		w.blocks[i] = p.sink.NewBlock(t)
 	}
 	return w
@@ -198,6 +201,9 @@ func (w *partitionWorker) process(ctx context.Context, b polledBatch) error {
 	defer b.span.End()
 	w.spanCtx = b.ctx
 	if err := w.pickVersion(); err != nil {
+		return err
+	}
+	if err := w.pickSchema(ctx); err != nil {
 		return err
 	}
 	w.p.stats.recordsIn.Add(int64(len(b.recs)))
@@ -388,6 +394,41 @@ func (w *partitionWorker) pickVersion() error {
 	return nil
 }
 
+// pickSchema changes the worker over to the route's current tables, if
+// they changed, between two batches: the open blocks are sealed as they
+// are (their rows go in with their own columns) and the next call starts a
+// module instance with the new tables. While the module refuses the
+// route's tables the worker waits, its records uncommitted, for a schema
+// or a module version it accepts; it returns errWorkerStopped when told to
+// stop meanwhile, and ctx's error when it ends.
+func (w *partitionWorker) pickSchema(ctx context.Context) error {
+	for {
+		cur := w.route.schema.Load()
+		if cur != w.schema {
+			if err := w.sealAll(ctx); err != nil {
+				return err
+			}
+			w.discardInstance()
+			for i, t := range cur.tables {
+				w.blocks[i] = w.p.sink.NewBlock(t)
+			}
+			w.schema = cur
+			w.p.log.Info("partition changed over to the tables' new schema", "partition", w.tp.String(),
+				"route", w.route.String(), "refused", cur.refused != "")
+		}
+		if cur.refused == "" {
+			return nil
+		}
+		select {
+		case <-cur.replaced:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-w.quit:
+			return errWorkerStopped
+		}
+	}
+}
+
 // ensureInstance starts an instance if the worker has none. An instance
 // that fails to start (a trap or a refusal in sluice_init) is a failure of
 // the module like a trap: it counts towards the crash-loop budget, the
@@ -398,7 +439,7 @@ func (w *partitionWorker) ensureInstance(ctx context.Context) error {
 		if err := w.acquireSlot(ctx); err != nil {
 			return err
 		}
-		inst, err := w.mv.module.Instantiate(ctx, w.route.init)
+		inst, err := w.mv.module.Instantiate(ctx, w.schema.init)
 		w.p.slots.release(w.route.tenant)
 		if err == nil {
 			w.inst, w.instCalls = inst, 0
@@ -584,7 +625,7 @@ func (w *partitionWorker) rollback() {
 func (w *partitionWorker) seal(ctx context.Context, i int) error {
 	chunk := &clickhouse.Chunk{Block: w.blocks[i], Acks: w.holders[i]}
 	w.p.traceSeal(chunk)
-	w.blocks[i] = w.p.sink.NewBlock(w.route.tables[i])
+	w.blocks[i] = w.p.sink.NewBlock(w.schema.tables[i])
 	w.holders[i] = nil
 	w.lastHeld[i] = nil
 	if err := w.p.sink.Send(ctx, chunk); err != nil {

@@ -335,8 +335,9 @@ func malformedRowsWorker(t *testing.T, ctx context.Context, lag bool) *malformed
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &route{name: "malformed-rows", topics: []string{"adv"}, tables: []*clickhouse.Table{tbl}, limits: lim,
+	r := &route{name: "malformed-rows", topics: []string{"adv"}, limits: lim,
 		maxTraps: 100, trapCooldown: time.Hour, flow: &flowControl{high: 1 << 40}}
+	r.setSchema(newRouteSchema([]*clickhouse.Table{tbl}, nil))
 	if lag {
 		r.lag = []*lagObservers{p.metrics.lagObservers(r.String(), tbl.FullName())}
 	}

@@ -159,6 +159,18 @@ func StartClickHouse(ctx context.Context, opts ClickHouseOptions) (*ClickHouse, 
 	return c, nil
 }
 
+// SetRemoteServers rewrites the <remote_servers> of a running 18.16 server,
+// which reloads its configuration files by itself within seconds: tests
+// use it to add a shard to a cluster. 26.9's clickhouse-local reads its
+// configuration only at start.
+func (c *ClickHouse) SetRemoteServers(xml string) error {
+	if c.Server != Legacy {
+		return fmt.Errorf("testinfra: %s does not reload its cluster configuration", c.name())
+	}
+	c.opts.RemoteServers = xml
+	return c.writeConfig()
+}
+
 func xmlText(s string) string {
 	var b bytes.Buffer
 	_ = xml.EscapeText(&b, []byte(s))

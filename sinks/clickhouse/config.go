@@ -110,6 +110,12 @@ type Config struct {
 	// pipeline's offsets stay where they are, while other tables flow.
 	// Default 30s.
 	PermanentRetryInterval time.Duration `yaml:"permanent_retry_interval"`
+	// SchemaRefreshInterval is how often sluice reads its tables' schemas
+	// again (DESCRIBE TABLE, and system.clusters with routing shards) to
+	// take up an ALTER TABLE … ADD, DROP or MODIFY COLUMN, or a shard
+	// added to the cluster, without a restart. An insert that fails as if
+	// a table had changed checks at once. Default 30s.
+	SchemaRefreshInterval time.Duration `yaml:"schema_refresh_interval"`
 
 	// Routing is "endpoint" (default): every row goes to the named table
 	// on the one configured server, which routes it if the table is
@@ -231,6 +237,7 @@ func (c *Config) Validate() error {
 	setDur(&c.RetryMin, 100*time.Millisecond)
 	setDur(&c.RetryMax, 10*time.Second)
 	setDur(&c.PermanentRetryInterval, 30*time.Second)
+	setDur(&c.SchemaRefreshInterval, 30*time.Second)
 	setDur(&c.Cluster.BreakerCooldown, 30*time.Second)
 	setInt(&c.ChunkBytes, 1<<20)
 	setInt(&c.QueueCapacity, 8)
@@ -262,7 +269,7 @@ func (c *Config) Validate() error {
 		{"clickhouse.dial_timeout", c.DialTimeout}, {"clickhouse.read_timeout", c.ReadTimeout},
 		{"clickhouse.connect_timeout", c.ConnectTimeout}, {"clickhouse.chunk_linger", c.ChunkLinger},
 		{"clickhouse.insert_linger", c.InsertLinger}, {"clickhouse.retry_min", c.RetryMin},
-		{"clickhouse.retry_max", c.RetryMax}, {"clickhouse.permanent_retry_interval", c.PermanentRetryInterval}, {"clickhouse.cluster.breaker_cooldown", c.Cluster.BreakerCooldown},
+		{"clickhouse.retry_max", c.RetryMax}, {"clickhouse.permanent_retry_interval", c.PermanentRetryInterval}, {"clickhouse.schema_refresh_interval", c.SchemaRefreshInterval}, {"clickhouse.cluster.breaker_cooldown", c.Cluster.BreakerCooldown},
 	} {
 		if d.v < 0 {
 			return fmt.Errorf("%s: must be positive, got %s", d.name, d.v)

@@ -143,3 +143,85 @@ func testRowsEncodedBeforeAnAlter(t *testing.T, ch *testinfra.ClickHouse, transp
 		})
 	}
 }
+
+// TestShardAddedWhileRunning adds a shard to the cluster behind a
+// Distributed table while the sink routes its rows to shards: Rediscover
+// re-reads system.clusters and the table's next version spreads rows over
+// both shards, while blocks of the old version still go to the one shard
+// they were split for. 18.16 only: 26.9's clickhouse-local does not reload
+// its cluster configuration.
+func TestShardAddedWhileRunning(t *testing.T) {
+	ports, err := testinfra.FreePorts(4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	replica := func(port int) string {
+		return fmt.Sprintf("<shard><replica><host>127.0.0.1</host><port>%d</port></replica></shard>", port)
+	}
+	one := "<grow>" + replica(ports[0]) + "</grow>"
+	a := testinfra.ClickHouseT(t, testinfra.ClickHouseOptions{TCPPort: ports[0], HTTPPort: ports[1], RemoteServers: one})
+	b := testinfra.ClickHouseT(t, testinfra.ClickHouseOptions{TCPPort: ports[2], HTTPPort: ports[3], RemoteServers: one})
+	ctx := context.Background()
+	for _, ch := range []*testinfra.ClickHouse{a, b} {
+		if err := ch.Exec(ctx, "CREATE TABLE grow_local (id Int64, v Int32) ENGINE = MergeTree ORDER BY id"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.Exec(ctx, "CREATE TABLE grow (id Int64, v Int32) ENGINE = Distributed(grow, default, grow_local, id)"); err != nil {
+		t.Fatal(err)
+	}
+	s := newSink(t, a, clickhouse.TransportNative, func(c *clickhouse.Config) { c.Routing = clickhouse.RoutingShards })
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	runDone := make(chan error, 1)
+	go func() { runDone <- s.Run(runCtx) }()
+	tbl, err := s.Table(ctx, "grow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tbl.Shards() != 1 {
+		t.Fatalf("%d shards, want 1", tbl.Shards())
+	}
+	rows := func(t *clickhouse.Table, from int) *clickhouse.Block {
+		blk := s.NewBlock(t)
+		for id := from; id < from+100; id++ {
+			row := binary.LittleEndian.AppendUint64(nil, uint64(id))
+			row = binary.LittleEndian.AppendUint32(row, 1)
+			if err := blk.AppendRow(row); err != nil {
+				panic(err)
+			}
+		}
+		return blk
+	}
+	old := rows(tbl, 0) // split for one shard
+
+	if err := a.SetRemoteServers("<grow>" + replica(ports[0]) + replica(ports[2]) + "</grow>"); err != nil {
+		t.Fatal(err)
+	}
+	var now *clickhouse.Table
+	waitFor(t, func() bool {
+		var err error
+		if now, _, err = s.Rediscover(ctx, "grow"); err != nil {
+			t.Fatal(err)
+		}
+		return now.Shards() == 2
+	}, 2*time.Minute, "the server to reload its cluster and Rediscover to see two shards")
+	var acked atomic.Int64
+	for _, blk := range []*clickhouse.Block{old, rows(now, 100)} {
+		if err := s.Send(ctx, &clickhouse.Chunk{Block: blk, Acks: []clickhouse.Ack{countAck{&acked}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, func() bool { return acked.Load() == 2 }, time.Minute, "both blocks: "+s.Failing())
+	onA := queryT(t, a, "SELECT count(), countIf(id < 100) FROM grow_local FORMAT TSV")
+	onB := queryT(t, b, "SELECT count(), countIf(id < 100) FROM grow_local FORMAT TSV")
+	// The new version's 100 rows split by id % 2; the old version's 100
+	// all went to shard 1.
+	if strings.TrimSpace(onA) != "150\t100" || strings.TrimSpace(onB) != "50\t0" {
+		t.Fatalf("rows per shard: a %q, b %q; want 150 (100 of the old version) and 50", onA, onB)
+	}
+	s.Close()
+	if err := <-runDone; err != nil {
+		t.Fatal(err)
+	}
+}
