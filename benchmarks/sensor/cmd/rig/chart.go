@@ -2,19 +2,26 @@ package main
 
 import (
 	"fmt"
-	"image"
 	"image/color"
-	"image/draw"
-	"image/png"
+	"io"
 	"math"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/font"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/text"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
 )
 
-// The chart: landed rows/s over time for the drain and side-by-side arms,
+// The chart: landed rows over time for the drain and side-by-side arms,
 // landed rows/s for the sustained arms against their targets, and the
-// sustained arms' latency per second of the schedule. Drawn with
-// image/png and a built-in bitmap font.
+// sustained arms' latency per second of the schedule, one panel each,
+// stacked, each with its legend to its right. Drawn with gonum/plot.
 
 type series struct {
 	name   string
@@ -23,19 +30,91 @@ type series struct {
 	dashed bool
 }
 
+type panel struct {
+	title, unit string
+	series      []series
+	yLabel      func(float64) string // nil: plainFormat
+}
+
 var palette = []color.RGBA{
 	{0x1f, 0x77, 0xb4, 255}, {0xd6, 0x27, 0x28, 255}, {0x2c, 0xa0, 0x2c, 255},
 	{0xff, 0x7f, 0x0e, 255}, {0x94, 0x67, 0xbd, 255}, {0x8c, 0x56, 0x4b, 255},
 }
 
+// The chart's layout in pixels of the PNG (96 dpi); an SVG's size is the
+// same in points × 3/4.
 const (
-	chartW = 1400
-	panelH = 360
-	scale  = 2
+	chartW  = 1400
+	headerH = 70
+	panelH  = 360
+	legendW = 400
+	footerH = 10
 )
 
+func chartH(panels int) int { return headerH + panels*panelH + footerH }
+
+// px is n pixels at the PNG's 96 dpi.
+func px(n int) vg.Length { return vg.Length(n) * vg.Inch / 96 }
+
+// drawChart writes the chart of res to path: SVG if its name ends in
+// .svg, PNG otherwise.
 func drawChart(path string, res *result) error {
-	var panels []func(img *image.RGBA, top int)
+	format := "png"
+	if strings.EqualFold(filepath.Ext(path), ".svg") {
+		format = "svg"
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := writeChart(f, format, res); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func writeChart(w io.Writer, format string, res *result) error {
+	panels := chartPanels(res)
+	height := chartH(len(panels))
+	cw, err := draw.NewFormattedCanvas(px(chartW), px(height), format)
+	if err != nil {
+		return err
+	}
+	dc := draw.New(cw)
+	dc.FillPolygon(color.White, []vg.Point{dc.Min, {X: dc.Min.X, Y: dc.Max.Y}, dc.Max, {X: dc.Max.X, Y: dc.Min.Y}})
+
+	layout := "18.16 deviation: datetime + ms columns, ingest_ts 1 s"
+	if res.Knobs["table_layout"] == "modern" {
+		layout = "published layout: datetime64, ingest_ts now64(6)"
+	}
+	dc.FillText(chartText(16, color.Black), vg.Point{X: px(20), Y: dc.Max.Y - px(12)},
+		fmt.Sprintf("sluice sensor-batch, profile %s, %s, %d cores", res.Profile, res.Date[:10], res.Machine.Cores))
+	dc.FillText(chartText(12, color.Gray{90}), vg.Point{X: px(20), Y: dc.Max.Y - px(40)},
+		fmt.Sprintf("clickhouse %s (%s)   kafka %s   %s   wazero %s",
+			res.Versions["clickhouse"], layout, res.Versions["kafka"], res.Versions["go"], res.Versions["wazero"]))
+
+	for i, pn := range panels {
+		top := dc.Max.Y - px(headerH+i*panelH)
+		bottom := top - px(panelH)
+		plotArea := draw.Canvas{Canvas: dc.Canvas, Rectangle: vg.Rectangle{
+			Min: vg.Point{X: dc.Min.X, Y: bottom + px(8)}, Max: vg.Point{X: dc.Max.X - px(legendW), Y: top}}}
+		legendArea := draw.Canvas{Canvas: dc.Canvas, Rectangle: vg.Rectangle{
+			Min: vg.Point{X: dc.Max.X - px(legendW-10), Y: bottom}, Max: vg.Point{X: dc.Max.X - px(10), Y: top - px(30)}}}
+		p, legend, err := pn.plot()
+		if err != nil {
+			return fmt.Errorf("panel %q: %w", pn.title, err)
+		}
+		p.Draw(plotArea)
+		legend.Draw(legendArea)
+	}
+	_, err = cw.WriteTo(w)
+	return err
+}
+
+// chartPanels lays out what res has: the panels of the arms that ran.
+func chartPanels(res *result) []panel {
+	var panels []panel
 	var rate []series
 	if d := res.Drain; d != nil {
 		rate = append(rate, series{name: "sluice avro drain", c: palette[0], pts: landedSeries(d.samples)})
@@ -55,25 +134,23 @@ func drawChart(path string, res *result) error {
 		}
 	}
 	if len(rate) > 0 {
-		panels = append(panels, func(img *image.RGBA, top int) {
-			plot(img, top, "drain and side by side: rows landed in clickhouse vs seconds since start (slope = throughput)", "rows", rate, siFormat)
-		})
+		panels = append(panels, panel{title: "drain and side by side: rows landed in clickhouse vs seconds since start (slope = throughput)",
+			unit: "rows", series: rate, yLabel: siFormat})
 	}
 	var sus, lat []series
 	latencyTitle := "sustained latency (s) vs schedule: count-gap; ingest_ts p99 per second (lower bound, +0..1 s)"
 	p99Label := "ingest_ts p99 lo "
-	layout := "18.16 deviation: datetime + ms columns, ingest_ts 1 s"
 	if res.Knobs["table_layout"] == "modern" {
 		latencyTitle = "sustained latency (s) vs schedule: count-gap; ingest_ts (now64(6)) p99 per second"
 		p99Label = "ingest_ts p99 "
-		layout = "published layout: datetime64, ingest_ts now64(6)"
 	}
 	for i, s := range res.Sustained {
 		c := palette[(3+i)%len(palette)]
 		label := fmt.Sprintf("%.0f%%", s.Fraction*100)
 		sus = append(sus, series{name: "sluice " + label, c: c, pts: rateSeries(s.samples)})
+		t0 := s.t0.Sub(s.start).Seconds()
 		sus = append(sus, series{name: "target " + label, c: c, dashed: true,
-			pts: [][2]float64{{s.t0.Sub(s.start).Seconds(), s.TargetRowsPerSec}, {s.t0.Sub(s.start).Seconds() + s.DurationS, s.TargetRowsPerSec}}})
+			pts: [][2]float64{{t0, s.TargetRowsPerSec}, {t0 + s.DurationS, s.TargetRowsPerSec}}})
 		var p99 [][2]float64
 		for _, p := range s.PerSecond {
 			p99 = append(p99, [2]float64{p[0] + 0.5, max(p[2], 0)})
@@ -82,36 +159,109 @@ func drawChart(path string, res *result) error {
 			series{name: p99Label + label, c: c, pts: p99, dashed: true})
 	}
 	if len(sus) > 0 {
-		panels = append(panels, func(img *image.RGBA, top int) {
-			plot(img, top, "sustained (open loop): landed rows/s vs seconds since sluice started", "rows/s", sus, siFormat)
-		})
-		panels = append(panels, func(img *image.RGBA, top int) {
-			plot(img, top, latencyTitle, "s", lat,
-				func(v float64) string {
-					return strings.TrimSuffix(strings.TrimSuffix(fmt.Sprintf("%.2f", v), "0"), ".0")
-				})
-		})
+		panels = append(panels,
+			panel{title: "sustained (open loop): landed rows/s vs seconds since sluice started", unit: "rows/s", series: sus, yLabel: siFormat},
+			panel{title: latencyTitle, unit: "s", series: lat})
 	}
-	header := 70
-	img := image.NewRGBA(image.Rect(0, 0, chartW, header+len(panels)*panelH+10))
-	draw.Draw(img, img.Bounds(), image.NewUniform(color.White), image.Point{}, draw.Src)
-	title := fmt.Sprintf("sluice sensor-batch, profile %s, %s, %d cores", res.Profile, res.Date[:10], res.Machine.Cores)
-	drawText(img, 20, 12, title, scale, color.Black)
-	sub := fmt.Sprintf("clickhouse %s (%s)  kafka %s  %s  wazero %s",
-		res.Versions["clickhouse"], layout, res.Versions["kafka"], res.Versions["go"], res.Versions["wazero"])
-	drawText(img, 20, 38, sub, scale, color.Gray{90})
-	for i, p := range panels {
-		p(img, header+i*panelH)
+	return panels
+}
+
+// plot is the panel's plot, both axes from 0, and its legend.
+func (pn panel) plot() (*plot.Plot, plot.Legend, error) {
+	p := plot.New()
+	legend := plot.NewLegend()
+	legend.Left, legend.Top = true, true
+	legend.Padding = px(4)
+	legend.ThumbnailWidth = px(30)
+	for _, f := range []*font.Font{&p.Title.TextStyle.Font, &p.X.Label.TextStyle.Font, &p.Y.Label.TextStyle.Font,
+		&p.X.Tick.Label.Font, &p.Y.Tick.Label.Font, &legend.TextStyle.Font} {
+		f.Variant = "Sans"
 	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
+	p.Title.Text = pn.title
+	p.X.Label.Text = "seconds"
+	p.Y.Label.Text = pn.unit
+	yLabel := pn.yLabel
+	if yLabel == nil {
+		yLabel = plainFormat
 	}
-	if err := png.Encode(f, img); err != nil {
-		f.Close()
-		return err
+	p.X.Tick.Marker = niceTicks{n: 10, format: plainFormat}
+	p.Y.Tick.Marker = niceTicks{n: 6, format: yLabel}
+	p.Add(plotter.NewGrid())
+	for _, s := range pn.series {
+		xys := make(plotter.XYs, 0, len(s.pts))
+		for _, pt := range s.pts {
+			if !math.IsNaN(pt[0]+pt[1]) && !math.IsInf(pt[0]+pt[1], 0) {
+				xys = append(xys, plotter.XY{X: pt[0], Y: pt[1]})
+			}
+		}
+		if len(xys) == 0 {
+			continue
+		}
+		l, err := plotter.NewLine(xys)
+		if err != nil {
+			return nil, legend, fmt.Errorf("series %q: %w", s.name, err)
+		}
+		l.Color = s.c
+		l.Width = px(2)
+		if s.dashed {
+			l.Dashes = []vg.Length{px(6), px(4)}
+		}
+		p.Add(l)
+		legend.Add(s.name, l)
 	}
-	return f.Close()
+	// Both axes start at 0 and end on a tick, the y axis with headroom
+	// above the highest point.
+	p.X.Min, p.Y.Min = 0, 0
+	p.X.Max = roundUp(p.X.Max, 10)
+	p.Y.Max = roundUp(p.Y.Max*1.05, 6)
+	return p, legend, nil
+}
+
+// roundUp is hi rounded up to the step of about n ticks from 0, or 1
+// when there is no data above 0.
+func roundUp(hi float64, n int) float64 {
+	if !(hi > 0) {
+		return 1
+	}
+	step := niceStep(hi, n)
+	return math.Ceil(hi/step) * step
+}
+
+func chartText(points vg.Length, c color.Color) text.Style {
+	return text.Style{Color: c, Font: font.From(font.Font{Typeface: "Liberation", Variant: "Sans"}, points),
+		XAlign: draw.XLeft, YAlign: draw.YTop, Handler: plot.DefaultTextHandler}
+}
+
+// niceTicks marks about n ticks a 1, 2 or 5 × 10^k step apart, labelled
+// by format.
+type niceTicks struct {
+	n      int
+	format func(float64) string
+}
+
+func (t niceTicks) Ticks(lo, hi float64) []plot.Tick {
+	step := niceStep(hi-lo, t.n)
+	var ticks []plot.Tick
+	for i := math.Ceil(lo / step); i*step <= hi+step/1e6; i++ {
+		v := math.Round(i*step*1e6) / 1e6 // 0.3, not 0.30000000000000004
+		ticks = append(ticks, plot.Tick{Value: v, Label: t.format(v)})
+	}
+	return ticks
+}
+
+// niceStep is a 1, 2 or 5 × 10^k step giving about n ticks over span.
+func niceStep(span float64, n int) float64 {
+	if !(span > 0) {
+		return 1
+	}
+	raw := span / float64(n)
+	p := math.Pow(10, math.Floor(math.Log10(raw)))
+	for _, m := range []float64{1, 2, 5} {
+		if m*p >= raw {
+			return m * p
+		}
+	}
+	return 10 * p
 }
 
 // landedSeries is the rows landed over time.
@@ -141,142 +291,12 @@ func rateSeries(s []sample) [][2]float64 {
 
 func siFormat(v float64) string {
 	switch {
-	case v >= 1e6:
-		return strings.TrimSuffix(fmt.Sprintf("%.1f", v/1e6), ".0") + "M"
-	case v >= 1e3:
-		return fmt.Sprintf("%.0fK", v/1e3)
+	case math.Abs(v) >= 1e6:
+		return strconv.FormatFloat(v/1e6, 'f', -1, 64) + "M"
+	case math.Abs(v) >= 1e3:
+		return strconv.FormatFloat(v/1e3, 'f', -1, 64) + "K"
 	}
-	return fmt.Sprintf("%.0f", v)
+	return plainFormat(v)
 }
 
-// niceStep is a 1, 2 or 5 × 10^k step giving about n ticks over span.
-func niceStep(span float64, n int) float64 {
-	if span <= 0 {
-		return 1
-	}
-	raw := span / float64(n)
-	p := math.Pow(10, math.Floor(math.Log10(raw)))
-	for _, m := range []float64{1, 2, 5, 10} {
-		if m*p >= raw {
-			return m * p
-		}
-	}
-	return 10 * p
-}
-
-func plot(img *image.RGBA, top int, title, unit string, ss []series, yfmt func(float64) string) {
-	left, right := 110, chartW-30
-	pTop, pBottom := top+40, top+panelH-70
-	drawText(img, left, top+12, title, scale, color.Black)
-	var xmax, ymax float64
-	for _, s := range ss {
-		for _, p := range s.pts {
-			xmax = max(xmax, p[0])
-			ymax = max(ymax, p[1])
-		}
-	}
-	if xmax <= 0 {
-		xmax = 1
-	}
-	if ymax <= 0 {
-		ymax = 1
-	}
-	ystep := niceStep(ymax, 5)
-	ymax = math.Ceil(ymax*1.05/ystep) * ystep
-	xstep := niceStep(xmax, 10)
-	xmax = math.Ceil(xmax/xstep) * xstep
-	px := func(x float64) int { return left + int(x/xmax*float64(right-left)) }
-	py := func(y float64) int { return pBottom - int(y/ymax*float64(pBottom-pTop)) }
-	grid := color.Gray{225}
-	for y := 0.0; y <= ymax+ystep/2; y += ystep {
-		hline(img, left, right, py(y), grid)
-		l := yfmt(y)
-		drawText(img, left-10-textWidth(l, scale), py(y)-7, l, scale, color.Black)
-	}
-	for x := 0.0; x <= xmax+xstep/2; x += xstep {
-		vline(img, px(x), pTop, pBottom, grid)
-		l := fmt.Sprintf("%g", x)
-		drawText(img, px(x)-textWidth(l, scale)/2, pBottom+8, l, scale, color.Black)
-	}
-	hline(img, left, right, pBottom, color.Black)
-	vline(img, left, pTop, pBottom, color.Black)
-	drawText(img, right-textWidth("seconds", scale), pBottom+28, "seconds", scale, color.Gray{90})
-	drawText(img, 10, pTop-24, unit, scale, color.Gray{90})
-	// Legend, below the axis.
-	lx := left
-	for _, s := range ss {
-		if len(s.pts) == 0 {
-			continue
-		}
-		for dx := 0; dx < 24; dx++ {
-			if !s.dashed || dx%8 < 5 {
-				for t := 0; t < 3; t++ {
-					img.Set(lx+dx, pBottom+54+t, s.c)
-				}
-			}
-		}
-		drawText(img, lx+30, pBottom+49, s.name, scale, color.Black)
-		lx += 30 + textWidth(s.name, scale) + 30
-	}
-	for _, s := range ss {
-		for i := 1; i < len(s.pts); i++ {
-			line(img, px(s.pts[i-1][0]), py(s.pts[i-1][1]), px(s.pts[i][0]), py(s.pts[i][1]), s.c, s.dashed)
-		}
-	}
-}
-
-func hline(img *image.RGBA, x0, x1, y int, c color.Color) {
-	for x := x0; x <= x1; x++ {
-		img.Set(x, y, c)
-	}
-}
-
-func vline(img *image.RGBA, x, y0, y1 int, c color.Color) {
-	for y := y0; y <= y1; y++ {
-		img.Set(x, y, c)
-	}
-}
-
-// line draws a two-pixel-thick segment (Bresenham); dashed skips every
-// other run of six pixels.
-func line(img *image.RGBA, x0, y0, x1, y1 int, c color.Color, dashed bool) {
-	dx, dy := abs(x1-x0), -abs(y1-y0)
-	sx, sy := sign(x1-x0), sign(y1-y0)
-	e := dx + dy
-	for {
-		if !dashed || (x0/6)%2 == 0 {
-			img.Set(x0, y0, c)
-			img.Set(x0+1, y0, c)
-			img.Set(x0, y0+1, c)
-		}
-		if x0 == x1 && y0 == y1 {
-			return
-		}
-		e2 := 2 * e
-		if e2 >= dy {
-			e += dy
-			x0 += sx
-		}
-		if e2 <= dx {
-			e += dx
-			y0 += sy
-		}
-	}
-}
-
-func abs(v int) int {
-	if v < 0 {
-		return -v
-	}
-	return v
-}
-
-func sign(v int) int {
-	switch {
-	case v < 0:
-		return -1
-	case v > 0:
-		return 1
-	}
-	return 0
-}
+func plainFormat(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }

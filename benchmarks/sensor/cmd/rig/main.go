@@ -100,7 +100,7 @@ func main() {
 	susRate := flag.Float64("drain-rate", 0, "rows/s the sustained rates are fractions of, when the drain arm is not run")
 	rates := flag.String("rates", "0.5,0.8", "sustained rates, as fractions of the drain throughput")
 	out := flag.String("out", "benchmarks/results/sensor-batch.jsonl", "results file (JSON lines), relative to the repository root")
-	png := flag.String("png", "benchmarks/results/sensor-batch.png", "chart, relative to the repository root")
+	png := flag.String("png", "benchmarks/results/sensor-batch.png", "chart, relative to the repository root: PNG, or SVG when the name ends in .svg")
 	sluiceYAML := flag.String("sluice-yaml", "", "extra top-level YAML for the sluice config (knobs), e.g. 'clickhouse: {insert_linger: 200ms}'")
 	keep := flag.Bool("keep", false, "keep the run's directory (configs, logs, binaries)")
 	keBlock := flag.Int("ke-block", 0, "kafka_max_block_size of the Kafka engine (messages); default from the profile")

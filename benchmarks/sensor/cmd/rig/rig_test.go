@@ -1,11 +1,16 @@
 package main
 
 import (
+	"encoding/xml"
+	"fmt"
+	"html"
+	"image/color"
 	"image/png"
 	"math"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -77,19 +82,36 @@ func TestTargets(t *testing.T) {
 	}
 }
 
-// TestChart draws a chart of made-up runs and checks it is a PNG.
-func TestChart(t *testing.T) {
-	var smp []sample
-	for i := 0; i < 50; i++ {
-		smp = append(smp, sample{T: float64(i) * 0.2, Landed: int64(i * i * 1000)})
+// chartResult is a made-up run of every arm: a drain, two side-by-side
+// arms, one sustained rate, each series apart from the others.
+func chartResult() *result {
+	ramp := func(n int, rowsPerSec float64) []sample {
+		var s []sample
+		for i := 0; i < n; i++ {
+			t := float64(i) * 0.2
+			s = append(s, sample{T: t, Landed: int64(rowsPerSec * t * t)})
+		}
+		return s
+	}
+	var perSecond [][3]float64
+	var countGap [][2]float64
+	for i := 0; i < 8; i++ {
+		perSecond = append(perSecond, [3]float64{float64(i), 0.1, 0.2 + 0.1*float64(i%2)})
+		countGap = append(countGap, [2]float64{float64(i), 0.5 + 0.05*float64(i)})
 	}
 	start := time.Now()
-	res := &result{Profile: "test", Date: "2026-11-29T00:00:00Z", Versions: map[string]string{},
-		Drain:      &drainFigures{samples: smp},
-		SideBySide: &sideBySide{KafkaEngine: &drainFigures{samples: smp[:20]}, Sluice: &drainFigures{samples: smp[10:]}},
-		Sustained: []*sustained{{drainFigures: drainFigures{samples: smp}, Fraction: 0.5, TargetRowsPerSec: 5000, DurationS: 8,
-			t0: start.Add(time.Second), start: start, CountGap: [][2]float64{{0, 0.5}, {1, 0.7}}, PerSecond: [][3]float64{{0, -0.2, 0.3}}}},
+	return &result{Profile: "test", Date: "2026-11-29T00:00:00Z", Versions: map[string]string{"clickhouse": "18.16.1"},
+		Drain:      &drainFigures{samples: ramp(50, 1000)},
+		SideBySide: &sideBySide{KafkaEngine: &drainFigures{samples: ramp(20, 8000)}, Sluice: &drainFigures{samples: ramp(40, 3000)}},
+		Sustained: []*sustained{{drainFigures: drainFigures{samples: ramp(50, 300)}, Fraction: 0.5, TargetRowsPerSec: 5000, DurationS: 8,
+			t0: start.Add(time.Second), start: start, CountGap: countGap, PerSecond: perSecond}},
 	}
+}
+
+// TestChartPNG draws the chart as PNG and checks its size and that every
+// series' colour is drawn.
+func TestChartPNG(t *testing.T) {
+	res := chartResult()
 	path := filepath.Join(t.TempDir(), "c.png")
 	if err := drawChart(path, res); err != nil {
 		t.Fatal(err)
@@ -103,7 +125,70 @@ func TestChart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b := img.Bounds(); b.Dx() != chartW || b.Dy() < 3*panelH {
-		t.Errorf("chart is %v", b)
+	if b := img.Bounds(); b.Dx() != chartW || b.Dy() != chartH(3) {
+		t.Fatalf("chart is %v, want %dx%d", b, chartW, chartH(3))
+	}
+	for _, pn := range chartPanels(res) {
+		for _, s := range pn.series {
+			n := 0
+			b := img.Bounds()
+			for y := b.Min.Y; y < b.Max.Y; y++ {
+				for x := b.Min.X; x < b.Max.X; x++ {
+					if c := color.RGBAModel.Convert(img.At(x, y)).(color.RGBA); c == s.c {
+						n++
+					}
+				}
+			}
+			// A line and its legend thumbnail: well over a hundred pixels.
+			if n < 100 {
+				t.Errorf("%s: %d pixels of %v", s.name, n, s.c)
+			}
+		}
+	}
+}
+
+// TestChartSVG draws the chart as SVG and checks its size and that it
+// names every panel and series.
+func TestChartSVG(t *testing.T) {
+	res := chartResult()
+	path := filepath.Join(t.TempDir(), "c.svg")
+	if err := drawChart(path, res); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var root struct {
+		XMLName xml.Name
+		Width   string `xml:"width,attr"`
+		Height  string `xml:"height,attr"`
+	}
+	if err := xml.Unmarshal(b, &root); err != nil {
+		t.Fatal(err)
+	}
+	// 96 px to the inch, 72 points.
+	wantW, wantH := fmt.Sprintf("%gpt", chartW*0.75), fmt.Sprintf("%gpt", float64(chartH(3))*0.75)
+	if root.XMLName.Local != "svg" || root.Width != wantW || root.Height != wantH {
+		t.Fatalf("root <%s width=%q height=%q>, want <svg width=%q height=%q>", root.XMLName.Local, root.Width, root.Height, wantW, wantH)
+	}
+	svg := html.UnescapeString(string(b))
+	panels := chartPanels(res)
+	var want []string
+	for _, pn := range panels {
+		want = append(want, pn.title, pn.unit)
+		for _, s := range pn.series {
+			want = append(want, s.name)
+		}
+	}
+	want = append(want, "sluice sensor-batch, profile test, 2026-11-29", "seconds",
+		"clickhouse 18.16.1 (18.16 deviation", "ingest_ts p99 lo 50%")
+	for _, w := range want {
+		if !strings.Contains(svg, ">"+w) {
+			t.Errorf("the SVG has no text %q", w)
+		}
+	}
+	if len(panels) != 3 {
+		t.Errorf("%d panels, want 3", len(panels))
 	}
 }
