@@ -183,29 +183,13 @@ func (d *ddlScanner) ident() string {
 // balanced reads from an opening parenthesis to its closing one, skipping
 // quoted strings and identifiers.
 func (d *ddlScanner) balanced() (string, bool) {
-	start := d.pos
-	depth := 0
-	for d.pos < len(d.s) {
-		switch c := d.s[d.pos]; c {
-		case '\'', '`', '"':
-			end := chsql.QuoteEnd(d.s, d.pos)
-			if end < 0 {
-				return "", false
-			}
-			d.pos = end
-			continue
-		case '(':
-			depth++
-		case ')':
-			depth--
-			if depth == 0 {
-				d.pos++
-				return d.s[start:d.pos], true
-			}
-		}
-		d.pos++
+	end := chsql.ClosingParen(d.s, d.pos)
+	if end < 0 {
+		return "", false
 	}
-	return "", false
+	start := d.pos
+	d.pos = end + 1
+	return d.s[start:d.pos], true
 }
 
 // typeExpr reads a type: a name and, if a parenthesis follows, its
