@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/records"
 	"github.com/sluicehq/sluice/sinks/clickhouse"
 	"github.com/sluicehq/sluice/wasmhost"
 )
@@ -136,7 +137,7 @@ func readRecords(path string, defaultTs int64) ([]wasmhost.Record, []int, error)
 		defer file.Close()
 		f = file
 	}
-	recs, lines, err := wasmhost.ReadRecordsJSONL(f, defaultTs)
+	recs, lines, err := records.ReadJSONL(f, defaultTs)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read %s: %w", path, err)
 	}
