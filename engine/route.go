@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/engine/tenancy"
+	"github.com/sluicehq/sluice/internal/records"
 	"github.com/sluicehq/sluice/sinks/clickhouse"
 	"github.com/sluicehq/sluice/wasmhost"
 )
@@ -350,7 +351,7 @@ func (p *Pipeline) CheckActivation(ctx context.Context, tenant, pipeline string,
 	if len(bytes.TrimSpace(sample)) == 0 {
 		return nil
 	}
-	recs, lines, err := wasmhost.ReadRecordsJSONL(bytes.NewReader(sample), time.Now().UnixMilli())
+	recs, lines, err := records.ReadJSONL(bytes.NewReader(sample), time.Now().UnixMilli())
 	if err != nil {
 		return fmt.Errorf("sample: %w", err)
 	}

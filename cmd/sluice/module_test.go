@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/binary"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -11,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/internal/wasmbuild"
-	"github.com/sluicehq/sluice/sinks/clickhouse"
 )
 
 // builtModules holds each module the tests build, once per test binary.
@@ -164,141 +162,5 @@ func TestModuleTestIsolatesTraps(t *testing.T) {
 `
 	if out != want {
 		t.Errorf("got\n%s\nwant\n%s", out, want)
-	}
-}
-
-func TestModuleInspect(t *testing.T) {
-	wasm := moduleT(t, "examples/log-normalize")
-	code, out, stderr := runModuleCLI(t, "inspect", wasm)
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, stderr)
-	}
-	for _, want := range []string{
-		"abi version: 1\n", "sha256:      ", "  sluice.log(i32, i32, i32)\n", "  wasi_snapshot_preview1.fd_write(i32, i32, i32, i32) -> i32\n",
-		"  sluice_transform(i32, i32) -> i64\n", "  memory (memory)\n", "tables:      not in the binary", "load:        ok",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("output lacks %q:\n%s", want, out)
-		}
-	}
-	forbidden := moduleT(t, "examples/adversarial/forbidden-import")
-	code, out, _ = runModuleCLI(t, "inspect", forbidden)
-	if code != 1 || !strings.Contains(out, "  env.whatever(i32) -> i32\n") ||
-		!strings.Contains(out, "load:        refused: module "+forbidden+": imports env.whatever") {
-		t.Errorf("forbidden-import: exit %d:\n%s", code, out)
-	}
-	if code, _, stderr := runModuleCLI(t, "inspect", filepath.Join(wasmbuild.RepoRoot(), "go.mod")); code != 1 || !strings.Contains(stderr, "not a WebAssembly binary") {
-		t.Errorf("go.mod: exit %d, %s", code, stderr)
-	}
-}
-
-func TestParseCreateTable(t *testing.T) {
-	tests := []struct {
-		ddl    string
-		name   string
-		insert []clickhouse.Column // the insertable columns
-	}{
-		{ddl: "CREATE TABLE adv (offset UInt64, value String) ENGINE = MergeTree ORDER BY offset", name: "adv",
-			insert: []clickhouse.Column{{Name: "offset", Type: "UInt64"}, {Name: "value", Type: "String"}}},
-		{ddl: `create table if not exists db."t" (
-			` + "`odd, name`" + ` LowCardinality( String ),
-			e Enum8('a(' = 1,'b''c'=2, 'd,e' = -3) DEFAULT 'a(',
-			n Nested(k String, v Nullable(Decimal(10,2))),
-			m String MATERIALIZED concat(e, ','),
-			al UInt8 ALIAS 1,
-			dt DateTime64(3,'Europe/Paris') CODEC(Delta, ZSTD(1)) COMMENT 'x, y',
-			tup Tuple(a String,b UInt8),
-			INDEX i e TYPE minmax GRANULARITY 1,
-			CONSTRAINT c CHECK n.k != []
-		) ENGINE = Memory`, name: "t",
-			insert: []clickhouse.Column{
-				{Name: "odd, name", Type: "LowCardinality(String)"},
-				{Name: "e", Type: "Enum8('a(' = 1, 'b''c' = 2, 'd,e' = -3)", DefaultKind: "DEFAULT"},
-				{Name: "n.k", Type: "Array(String)"},
-				{Name: "n.v", Type: "Array(Nullable(Decimal(10, 2)))"},
-				{Name: "dt", Type: "DateTime64(3, 'Europe/Paris')"},
-				{Name: "tup", Type: "Tuple(a String, b UInt8)"},
-			}},
-	}
-	for _, tt := range tests {
-		name, cols, err := parseCreateTable(tt.ddl)
-		if err != nil {
-			t.Fatalf("%s: %v", tt.ddl, err)
-		}
-		var insert []clickhouse.Column
-		for _, c := range cols {
-			if c.DefaultKind != "MATERIALIZED" && c.DefaultKind != "ALIAS" {
-				insert = append(insert, c)
-			}
-		}
-		if name != tt.name || !reflect.DeepEqual(insert, tt.insert) {
-			t.Errorf("%s:\n\tgot %s %+v\n\twant %s %+v", tt.ddl, name, insert, tt.name, tt.insert)
-		}
-	}
-	for _, bad := range []string{"", "CREATE VIEW v AS SELECT 1", "CREATE TABLE t", "CREATE TABLE t (x String", "CREATE TABLE t (x)"} {
-		if _, _, err := parseCreateTable(bad); err == nil {
-			t.Errorf("%q: no error", bad)
-		}
-	}
-}
-
-func TestRowPrinter(t *testing.T) {
-	cols := []clickhouse.Column{
-		{Name: "u8", Type: "UInt8"}, {Name: "i64", Type: "Int64"}, {Name: "i16", Type: "Int16"}, {Name: "u128", Type: "UInt128"},
-		{Name: "f", Type: "Float64"}, {Name: "b", Type: "Bool"}, {Name: "s", Type: "LowCardinality(String)"},
-		{Name: "fs", Type: "FixedString(3)"}, {Name: "d", Type: "Date"}, {Name: "dt", Type: "DateTime"},
-		{Name: "dt64", Type: "DateTime64(3)"}, {Name: "uuid", Type: "UUID"}, {Name: "ip4", Type: "IPv4"},
-		{Name: "ip6", Type: "IPv6"}, {Name: "e", Type: "Enum8('a' = 1, 'b''c' = -2)"},
-		{Name: "e16", Type: `Enum16('it\'s' = 1, 'x\ty' = 300)`}, {Name: "dec", Type: "Decimal(9, 2)"},
-		{Name: "n", Type: "Nullable(String)"}, {Name: "nn", Type: "Nullable(UInt16)"}, {Name: "arr", Type: "Array(Array(Int8))"},
-	}
-	p, err := newRowPrinter("t", cols)
-	if err != nil {
-		t.Fatal(err)
-	}
-	le := binary.LittleEndian
-	var row []byte
-	row = append(row, 7)
-	row = le.AppendUint64(row, uint64(1<<63)) // -2^63
-	i16 := int16(-300)
-	row = le.AppendUint16(row, uint16(i16))
-	row = append(row, bytes.Repeat([]byte{0xff}, 16)...)
-	row = le.AppendUint64(row, 0x400921FB54442D18) // pi
-	row = append(row, 1)
-	row = append(row, 2, 'h', 'i')
-	row = append(row, 'a', 'b', 'c')
-	row = le.AppendUint16(row, 19844)      // 2024-05-01
-	row = le.AppendUint32(row, 1714564800) // 2024-05-01 12:00:00
-	row = le.AppendUint64(row, 1714564800123)
-	row = le.AppendUint64(row, 0x3f2504e04f8911d3)
-	row = le.AppendUint64(row, 0x9a0c0305e82c3301)
-	row = append(row, 4, 3, 2, 1)
-	row = append(row, 0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1)
-	row = append(row, 0xfe) // -2
-	row = le.AppendUint16(row, 300)
-	dec := int32(-1234)
-	row = le.AppendUint32(row, uint32(dec)) // -12.34
-	row = append(row, 1)                    // NULL
-	row = append(row, 0)
-	row = le.AppendUint16(row, 65535)
-	row = append(row, 2, 1, 0xff, 0) // [[-1], []]
-	got, err := p.format(row)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := `t {"u8": 7, "i64": -9223372036854775808, "i16": -300, "u128": "340282366920938463463374607431768211455", "f": 3.141592653589793, ` +
-		`"b": true, "s": "hi", "fs": "abc", "d": "2024-05-01", "dt": "2024-05-01 12:00:00", "dt64": "2024-05-01 12:00:00.123", ` +
-		`"uuid": "3f2504e0-4f89-11d3-9a0c-0305e82c3301", "ip4": "1.2.3.4", "ip6": "2001:db8::1", "e": "b'c", "e16": "x\ty", "dec": "-12.34", ` +
-		`"n": null, "nn": 65535, "arr": [[-1],[]]}`
-	if got != want {
-		t.Errorf("got\n\t%s\nwant\n\t%s", got, want)
-	}
-	for n := 0; n < len(row); n++ {
-		if _, err := p.format(row[:n]); err == nil {
-			t.Fatalf("a row cut at %d bytes printed", n)
-		}
-	}
-	if _, err := p.format(append(row, 0)); err == nil {
-		t.Error("trailing byte accepted")
 	}
 }

@@ -1,23 +1,17 @@
 package tenancy
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
 )
-
-// ManifestFormat is the manifest format this package reads and writes.
-const ManifestFormat = 1
 
 // MaxVersions caps the versions one pipeline keeps; Put refuses more with
 // ErrTooManyVersions until one is deleted.
@@ -54,108 +48,6 @@ var (
 	ErrCorrupt = errors.New("corrupt module store")
 )
 
-// Version is one uploaded module of a pipeline.
-type Version struct {
-	SHA256     string    `json:"sha256"`
-	Size       int64     `json:"size"`
-	UploadedAt time.Time `json:"uploaded_at"`
-	// UploadedBy is the uploader, as Principal.String gives it.
-	UploadedBy string `json:"uploaded_by"`
-	Note       string `json:"note,omitempty"`
-}
-
-// Activation records one change of a pipeline's active version.
-type Activation struct {
-	SHA256 string `json:"sha256"`
-	// Previous is the version active before, empty if none was.
-	Previous string    `json:"previous,omitempty"`
-	At       time.Time `json:"at"`
-	By       string    `json:"by"`
-	// Rollback marks an activation made by Rollback.
-	Rollback bool `json:"rollback,omitempty"`
-}
-
-// State is a pipeline's module versions, as List returns it.
-type State struct {
-	// Active is the sha256 of the active version, empty if none is.
-	Active string `json:"active"`
-	// Versions are oldest first.
-	Versions []Version `json:"versions"`
-	// History is every activation, oldest first (the last maxHistory).
-	History []Activation `json:"history"`
-	// RollbackStack holds the versions active before the current one,
-	// oldest first: Rollback returns to the last one and pops it. An
-	// activation pushes the version it replaces; a deleted version leaves
-	// the stack.
-	RollbackStack []string `json:"rollback_stack"`
-}
-
-// Version returns the version with this exact sha256.
-func (st *State) Version(sha string) (Version, bool) {
-	for _, v := range st.Versions {
-		if v.SHA256 == sha {
-			return v, true
-		}
-	}
-	return Version{}, false
-}
-
-func (st *State) clone() *State {
-	return &State{
-		Active:        st.Active,
-		Versions:      slices.Clone(st.Versions),
-		History:       slices.Clone(st.History),
-		RollbackStack: slices.Clone(st.RollbackStack),
-	}
-}
-
-type pipelineKey struct{ tenant, pipeline string }
-
-// manifest is the store's state in memory. A committed manifest is never
-// modified: a change edits a clone, writes it and then replaces it.
-type manifest map[pipelineKey]*State
-
-func (m manifest) clone() manifest {
-	out := make(manifest, len(m))
-	for k, st := range m {
-		out[k] = st.clone()
-	}
-	return out
-}
-
-// state returns the pipeline's state, creating it.
-func (m manifest) state(tenant, pipeline string) *State {
-	k := pipelineKey{tenant, pipeline}
-	st := m[k]
-	if st == nil {
-		st = &State{}
-		m[k] = st
-	}
-	return st
-}
-
-// referenced reports whether any pipeline lists the blob.
-func (m manifest) referenced(sha string) bool {
-	for _, st := range m {
-		if _, ok := st.Version(sha); ok {
-			return true
-		}
-	}
-	return false
-}
-
-// manifestFile is the manifest on disk.
-type manifestFile struct {
-	Format    int              `json:"format"`
-	Pipelines []pipelineRecord `json:"pipelines"`
-}
-
-type pipelineRecord struct {
-	Tenant   string `json:"tenant"`
-	Pipeline string `json:"pipeline"`
-	State
-}
-
 // Store keeps tenants' module versions on disk: each binary once, at
 // blobs/<sha256>.wasm, whoever uploaded it, and manifest.json, which lists
 // every (tenant, pipeline)'s versions, active version and history. A
@@ -175,11 +67,8 @@ type Store struct {
 	beforeRename func() error
 }
 
-const (
-	manifestName = "manifest.json"
-	blobsDir     = "blobs"
-	tempPrefix   = ".tmp-"
-)
+// manifestName, in the store's directory, lists every pipeline's versions.
+const manifestName = "manifest.json"
 
 // OpenStore opens the store in dir, creating it if needed. It loads the
 // manifest and checks it: a known format, well-formed names and sha256s,
@@ -253,149 +142,6 @@ func OpenStore(dir string) (*Store, error) {
 // (what a crash mid-change leaves) before OpenStore refuses to open.
 const maxUnlistedBlobs = 1
 
-// versionCount is how many distinct versions the manifest lists.
-func (m manifest) versionCount() int {
-	seen := map[string]bool{}
-	for _, st := range m {
-		for _, v := range st.Versions {
-			seen[v.SHA256] = true
-		}
-	}
-	return len(seen)
-}
-
-// decodeManifest parses and checks a manifest, without its blobs.
-func decodeManifest(raw []byte) (manifest, error) {
-	var head struct {
-		Format *int `json:"format"`
-	}
-	// Unmarshal also refuses data after the top-level value.
-	if err := json.Unmarshal(raw, &head); err != nil {
-		return nil, fmt.Errorf("%w: not a JSON manifest: %v", ErrCorrupt, err)
-	}
-	switch {
-	case head.Format == nil:
-		return nil, fmt.Errorf("%w: no format field", ErrCorrupt)
-	case *head.Format != ManifestFormat:
-		return nil, fmt.Errorf("%w: manifest format %d; this sluice reads format %d", ErrCorrupt, *head.Format, ManifestFormat)
-	}
-	var f manifestFile
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	// An unknown field would be dropped by the next write: refuse it.
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&f); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
-	}
-	m := make(manifest, len(f.Pipelines))
-	for i := range f.Pipelines {
-		p := &f.Pipelines[i]
-		where := fmt.Sprintf("pipelines[%d]", i)
-		if err := ValidName(p.Tenant); err != nil {
-			return nil, fmt.Errorf("%w: %s: tenant: %v", ErrCorrupt, where, err)
-		}
-		if err := ValidName(p.Pipeline); err != nil {
-			return nil, fmt.Errorf("%w: %s: pipeline: %v", ErrCorrupt, where, err)
-		}
-		where = fmt.Sprintf("tenant %s pipeline %s", p.Tenant, p.Pipeline)
-		k := pipelineKey{p.Tenant, p.Pipeline}
-		if m[k] != nil {
-			return nil, fmt.Errorf("%w: %s is listed twice", ErrCorrupt, where)
-		}
-		if err := checkState(&p.State); err != nil {
-			return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, where, err)
-		}
-		st := p.State
-		m[k] = &st
-	}
-	// The next change writes the manifest back: it must be able to.
-	if _, err := m.encode(); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
-	}
-	return m, nil
-}
-
-// checkState checks a pipeline's state on its own.
-func checkState(st *State) error {
-	seen := map[string]bool{}
-	for i, v := range st.Versions {
-		if !isSHA256(v.SHA256) {
-			return fmt.Errorf("versions[%d]: sha256 %q is not 64 lowercase hex digits", i, abbreviate(v.SHA256, 80))
-		}
-		if seen[v.SHA256] {
-			return fmt.Errorf("versions[%d]: %s is listed twice", i, v.SHA256)
-		}
-		seen[v.SHA256] = true
-		if v.Size <= 0 {
-			return fmt.Errorf("versions[%d] (%s): size %d", i, v.SHA256, v.Size)
-		}
-	}
-	if st.Active != "" && !seen[st.Active] {
-		return fmt.Errorf("active version %q is not among the versions", abbreviate(st.Active, 80))
-	}
-	for i, sha := range st.RollbackStack {
-		if !seen[sha] {
-			return fmt.Errorf("rollback_stack[%d]: %q is not among the versions", i, abbreviate(sha, 80))
-		}
-	}
-	for i, a := range st.History {
-		if !isSHA256(a.SHA256) || (a.Previous != "" && !isSHA256(a.Previous)) {
-			return fmt.Errorf("history[%d]: a sha256 is not 64 lowercase hex digits", i)
-		}
-	}
-	return nil
-}
-
-// verifyBlobs checks that every listed version's blob is there, with its
-// size and hash.
-func (s *Store) verifyBlobs(m manifest) error {
-	checked := map[string]bool{}
-	for _, k := range m.keys() {
-		for _, v := range m[k].Versions {
-			if checked[v.SHA256] {
-				continue
-			}
-			if _, err := s.readBlob(v.SHA256, v.Size); err != nil {
-				return fmt.Errorf("tenant %s pipeline %s version %s: %w", k.tenant, k.pipeline, v.SHA256, err)
-			}
-			checked[v.SHA256] = true
-		}
-	}
-	return nil
-}
-
-// keys lists the pipelines sorted by tenant, then pipeline.
-func (m manifest) keys() []pipelineKey {
-	keys := make([]pipelineKey, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		if keys[i].tenant != keys[j].tenant {
-			return keys[i].tenant < keys[j].tenant
-		}
-		return keys[i].pipeline < keys[j].pipeline
-	})
-	return keys
-}
-
-// encode renders the manifest, pipelines sorted, pipelines with no versions
-// and no history left out.
-func (m manifest) encode() ([]byte, error) {
-	f := manifestFile{Format: ManifestFormat, Pipelines: []pipelineRecord{}}
-	for _, k := range m.keys() {
-		st := m[k]
-		if len(st.Versions) == 0 && len(st.History) == 0 {
-			continue
-		}
-		f.Pipelines = append(f.Pipelines, pipelineRecord{Tenant: k.tenant, Pipeline: k.pipeline, State: *st})
-	}
-	b, err := json.MarshalIndent(f, "", "  ")
-	if err != nil {
-		return nil, fmt.Errorf("encode manifest: %w", err)
-	}
-	return append(b, '\n'), nil
-}
-
 // writeManifest replaces manifest.json atomically with m.
 func (s *Store) writeManifest(m manifest) error {
 	b, err := m.encode()
@@ -403,111 +149,6 @@ func (s *Store) writeManifest(m manifest) error {
 		return err
 	}
 	return writeFileAtomic(s.dir, manifestName, b, s.beforeRename)
-}
-
-// writeFileAtomic writes dir/name through a synced temporary file renamed
-// over it, then syncs dir, so that a crash leaves the old file or the new.
-func writeFileAtomic(dir, name string, b []byte, beforeRename func() error) error {
-	f, err := os.CreateTemp(dir, tempPrefix+name+"-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	_, err = f.Write(b)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil && beforeRename != nil {
-		err = beforeRename()
-	}
-	if err == nil {
-		err = os.Rename(tmp, filepath.Join(dir, name))
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", filepath.Join(dir, name), err)
-	}
-	return syncDir(dir)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("sync %s: %w", dir, err)
-	}
-	return nil
-}
-
-// removeTemps removes the temporary files a crash left in dir.
-func removeTemps(dir string) error {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return err
-	}
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), tempPrefix) && e.Type().IsRegular() {
-			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// blobFiles lists the sha256s of the blobs on disk.
-func (s *Store) blobFiles() ([]string, error) {
-	entries, err := os.ReadDir(filepath.Join(s.dir, blobsDir))
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, e := range entries {
-		if sha, ok := strings.CutSuffix(e.Name(), ".wasm"); ok && isSHA256(sha) && e.Type().IsRegular() {
-			out = append(out, sha)
-		}
-	}
-	return out, nil
-}
-
-func (s *Store) blobPath(sha string) string {
-	return filepath.Join(s.dir, blobsDir, sha+".wasm")
-}
-
-// readBlob reads a blob and checks its size and hash.
-func (s *Store) readBlob(sha string, size int64) ([]byte, error) {
-	path := s.blobPath(sha)
-	b, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("%w: blob %s is missing", ErrCorrupt, path)
-	}
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(b)) != size {
-		return nil, fmt.Errorf("%w: blob %s has %d bytes, the manifest says %d", ErrCorrupt, path, len(b), size)
-	}
-	if sum := sha256.Sum256(b); hex.EncodeToString(sum[:]) != sha {
-		return nil, fmt.Errorf("%w: blob %s does not hash to its name", ErrCorrupt, path)
-	}
-	return b, nil
-}
-
-// writeBlob stores wasm under its sha256 unless an intact copy is there.
-func (s *Store) writeBlob(sha string, wasm []byte) error {
-	if _, err := s.readBlob(sha, int64(len(wasm))); err == nil {
-		return nil
-	}
-	return writeFileAtomic(filepath.Join(s.dir, blobsDir), sha+".wasm", wasm, nil)
 }
 
 // commit makes next the store's state once it is on disk. s.mu is held.

@@ -1,20 +1,22 @@
-package wasmhost
+package records
 
 import (
 	"bufio"
 	"bytes"
 	"encoding/json"
 	"io"
+
+	"github.com/sluicehq/sluice/wasmhost"
 )
 
-// ReadRecordsJSONL reads test records, one per line, as `sluice module
+// ReadJSONL reads test records, one per line, as `sluice module
 // test` and activation dry runs take them: a line {"value": …, "key": …,
 // "headers": {…}, "timestamp": ms, "offset": n} (value required, no other
 // fields) is a Kafka record; any other non-blank line is taken whole as a
 // record's value. Records get offsets 0, 1, … and timestamp defaultTs
 // unless the line says otherwise. lines are the records' 1-based line
 // numbers.
-func ReadRecordsJSONL(r io.Reader, defaultTs int64) (recs []Record, lines []int, err error) {
+func ReadJSONL(r io.Reader, defaultTs int64) (recs []wasmhost.Record, lines []int, err error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 64<<20)
 	for n := 1; sc.Scan(); n++ {
@@ -22,7 +24,7 @@ func ReadRecordsJSONL(r io.Reader, defaultTs int64) (recs []Record, lines []int,
 		if len(line) == 0 {
 			continue
 		}
-		rec := Record{Offset: int64(len(recs)), Timestamp: defaultTs}
+		rec := wasmhost.Record{Offset: int64(len(recs)), Timestamp: defaultTs}
 		if !parseEnvelope(line, &rec) {
 			rec.Value = bytes.Clone(line)
 		}
@@ -38,7 +40,7 @@ func ReadRecordsJSONL(r io.Reader, defaultTs int64) (recs []Record, lines []int,
 // parseEnvelope fills rec from a record envelope line and reports whether
 // the line is one. A value or key that is not a JSON string is taken as its
 // JSON text.
-func parseEnvelope(line []byte, rec *Record) bool {
+func parseEnvelope(line []byte, rec *wasmhost.Record) bool {
 	var m map[string]json.RawMessage
 	if json.Unmarshal(line, &m) != nil || m["value"] == nil {
 		return false
@@ -65,7 +67,7 @@ func parseEnvelope(line []byte, rec *Record) bool {
 				return false
 			}
 			for hk, hv := range h {
-				env.Headers = append(env.Headers, Header{Key: hk, Value: []byte(hv)})
+				env.Headers = append(env.Headers, wasmhost.Header{Key: hk, Value: []byte(hv)})
 			}
 		case "timestamp":
 			if json.Unmarshal(raw, &env.Timestamp) != nil {
