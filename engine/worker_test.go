@@ -94,6 +94,7 @@ func workerTestPipeline(t *testing.T, maxTraps int, cooldown time.Duration) (*Pi
 	}
 	r := &route{name: "log-normalize", topics: []string{"logs"}, maxTraps: maxTraps, trapCooldown: cooldown,
 		flow: &flowControl{high: 1 << 30}}
+	r.setSchema(newRouteSchema(nil, nil))
 	r.activate(&moduleVersion{module: m})
 	p.routes = append(p.routes, r)
 	p.byTopic["logs"] = r
