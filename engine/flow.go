@@ -57,3 +57,20 @@ func (f *flowControl) isPaused() bool {
 	defer f.mu.Unlock()
 	return f.paused
 }
+
+// checkFlow pauses or resumes each route's topics as its budget demands.
+func (p *Pipeline) checkFlow() {
+	for _, r := range p.routes {
+		r.flow.check()
+	}
+}
+
+// sumFlow adds up a flow control figure over the routes. A sum of peaks
+// bounds the peak of the sum.
+func (p *Pipeline) sumFlow(f func(*flowControl) int64) int64 {
+	var n int64
+	for _, r := range p.routes {
+		n += f(r.flow)
+	}
+	return n
+}
