@@ -14,8 +14,13 @@ import (
 	"github.com/sluicehq/sluice/wasmhost"
 )
 
-// Tenants maps each tenant to its pipelines' names, for the admin API.
-func (p *Pipeline) Tenants() map[string][]string {
+// adminGlue is the pipeline as the admin API's tenancy.Validator and
+// tenancy.Activator, which need exported methods the Pipeline itself does
+// not offer.
+type adminGlue struct{ p *Pipeline }
+
+// tenants maps each tenant to its pipelines' names, for the admin API.
+func (p *Pipeline) tenants() map[string][]string {
 	out := map[string][]string{}
 	for _, r := range p.routes {
 		if r.tenant != "" {
@@ -28,7 +33,8 @@ func (p *Pipeline) Tenants() map[string][]string {
 // CheckUpload implements tenancy.Validator: the binary must be WebAssembly
 // for a supported ABI version, importing nothing forbidden, and load with
 // the tenant's limits.
-func (p *Pipeline) CheckUpload(ctx context.Context, tenant, pipeline string, wasm []byte) error {
+func (a adminGlue) CheckUpload(ctx context.Context, tenant, pipeline string, wasm []byte) error {
+	p := a.p
 	r, err := p.findRoute(tenant, pipeline)
 	if err != nil {
 		return err
@@ -42,7 +48,8 @@ func (p *Pipeline) CheckUpload(ctx context.Context, tenant, pipeline string, was
 // the tenant's limits, accepts the pipeline's allowed tables with their
 // schemas as the server has them, and, given sample records, transforms
 // every one of them into rows those tables accept.
-func (p *Pipeline) CheckActivation(ctx context.Context, tenant, pipeline string, wasm, sample []byte) error {
+func (a adminGlue) CheckActivation(ctx context.Context, tenant, pipeline string, wasm, sample []byte) error {
+	p := a.p
 	r, err := p.findRoute(tenant, pipeline)
 	if err != nil {
 		return err
@@ -116,7 +123,8 @@ func tableNames(ts []*clickhouse.Table) []string {
 // in; each of the pipeline's partition workers changes over at its next
 // batch, so no record is transformed by both versions. A pipeline that had
 // no module starts consuming its topics.
-func (p *Pipeline) Activate(ctx context.Context, tenant, pipeline string, v tenancy.Version, wasm []byte) error {
+func (a adminGlue) Activate(ctx context.Context, tenant, pipeline string, v tenancy.Version, wasm []byte) error {
+	p := a.p
 	r, err := p.findRoute(tenant, pipeline)
 	if err != nil {
 		return err
@@ -160,8 +168,8 @@ func (p *Pipeline) AdminHandler(audit *slog.Logger) (http.Handler, error) {
 		return nil, fmt.Errorf("admin: %w", err)
 	}
 	return tenancy.NewServer(tenancy.ServerOptions{
-		Store: p.store, Auth: auth, Tenants: p.Tenants(),
-		Validator: p, Activator: p, Audit: audit,
+		Store: p.store, Auth: auth, Tenants: p.tenants(),
+		Validator: adminGlue{p}, Activator: adminGlue{p}, Audit: audit,
 		MaxModuleBytes: p.cfg.Admin.MaxModuleBytes,
 		CheckTimeout:   p.cfg.Admin.CheckTimeout,
 		CacheDir:       p.rtConfig.CacheDir,

@@ -167,10 +167,10 @@ func (r *route) lagFor(t *clickhouse.Table) *lagObservers {
 // batch with rows in the chunk. Every batch of a chunk comes from the one
 // partition worker that sealed it, so they share a route.
 func (p *Pipeline) observeChunk(c *clickhouse.Chunk, t clickhouse.ChunkTiming) {
-	for _, a := range c.Acks {
+	for _, a := range c.Acks() {
 		if b := heldBatch(a); b != nil && b.p != nil && b.p.route != nil {
-			if obs := b.p.route.lagFor(c.Block.Table()); obs != nil {
-				obs.observeAcks(c.Acks, t)
+			if obs := b.p.route.lagFor(c.Block().Table()); obs != nil {
+				obs.observeAcks(c.Acks(), t)
 			}
 			return
 		}

@@ -272,15 +272,15 @@ func (w *partitionWorker) holdFor(table int, ack *batchAck) clickhouse.Ack {
 // their rows. A chunk of unsampled batches gets no span.
 func (p *Pipeline) traceSeal(c *clickhouse.Chunk) {
 	var first *sampledHold
-	for _, a := range c.Acks {
+	for _, a := range c.Acks() {
 		h, ok := a.(*sampledHold)
 		if !ok {
 			continue
 		}
 		if h.rows < 0 {
-			h.rows = c.Block.Rows() - h.start
+			h.rows = c.Block().Rows() - h.start
 		}
-		h.exact = c.Block.Table().Shards() == 1
+		h.exact = c.Block().Table().Shards() == 1
 		if first == nil {
 			first = h
 		}
@@ -288,7 +288,7 @@ func (p *Pipeline) traceSeal(c *clickhouse.Chunk) {
 	if first == nil {
 		return
 	}
-	t := c.Block.Table()
+	t := c.Block().Table()
 	_, span := p.tracer.Start(trace.ContextWithSpanContext(context.Background(), first.span), "seal")
 	defer span.End()
 	if !span.IsRecording() {
@@ -297,12 +297,12 @@ func (p *Pipeline) traceSeal(c *clickhouse.Chunk) {
 	span.SetAttributes(
 		attrDBNamespace.String(t.Database),
 		attrDBCollection.String(t.Name),
-		attrRows.Int(c.Block.Rows()),
-		attrBytes.Int(c.Block.Size()),
-		attrBatches.Int(len(c.Acks)),
+		attrRows.Int(c.Block().Rows()),
+		attrBytes.Int(c.Block().Size()),
+		attrBatches.Int(len(c.Acks())),
 	)
 	sampled, dropped := 0, 0
-	for _, a := range c.Acks {
+	for _, a := range c.Acks() {
 		if h, ok := a.(*sampledHold); ok {
 			if sampled++; sampled > maxLinks {
 				dropped++

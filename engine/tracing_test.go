@@ -87,7 +87,7 @@ func TestUnsampledTracingCost(t *testing.T) {
 	}); a != 0 {
 		t.Errorf("holding an unsampled batch: %v allocations", a)
 	}
-	chunk := &clickhouse.Chunk{Acks: []clickhouse.Ack{unsampled, unsampled}}
+	chunk := clickhouse.NewChunk(nil, []clickhouse.Ack{unsampled, unsampled})
 	exp := tracetest.NewInMemoryExporter()
 	p.tracer = sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp)).Tracer(tracerName)
 	if a := testing.AllocsPerRun(100, func() { p.traceSeal(chunk) }); a != 0 {
@@ -147,7 +147,6 @@ func BenchmarkUnsampledBatchTracing(b *testing.B) {
 		b.Run(tc.name, func(b *testing.B) {
 			p := &Pipeline{tracer: tc.tp.Tracer(tracerName)}
 			w := &partitionWorker{marks: []int{0}, holders: make([][]clickhouse.Ack, 1)}
-			chunk := &clickhouse.Chunk{}
 			b.ReportAllocs()
 			for b.Loop() {
 				ctx, span := p.startConsume(fp)
@@ -155,8 +154,7 @@ func BenchmarkUnsampledBatchTracing(b *testing.B) {
 				_, tspan := p.tracer.Start(ctx, "transform")
 				tspan.End()
 				w.holders[0] = append(w.holders[0][:0], w.holdFor(0, ack))
-				chunk.Acks = w.holders[0]
-				p.traceSeal(chunk)
+				p.traceSeal(clickhouse.NewChunk(nil, w.holders[0]))
 				span.End()
 			}
 		})

@@ -623,7 +623,7 @@ func (w *partitionWorker) rollback() {
 
 // seal sends table i's open block as a chunk and opens a new one.
 func (w *partitionWorker) seal(ctx context.Context, i int) error {
-	chunk := &clickhouse.Chunk{Block: w.blocks[i], Acks: w.holders[i]}
+	chunk := clickhouse.NewChunk(w.blocks[i], w.holders[i])
 	w.p.traceSeal(chunk)
 	w.blocks[i] = w.p.sink.NewBlock(w.schema.tables[i])
 	w.holders[i] = nil

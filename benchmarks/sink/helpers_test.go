@@ -233,7 +233,7 @@ func produce(b testing.TB, s *clickhouse.Sink, table *clickhouse.Table, ds *data
 			blk := s.NewBlock(table)
 			send := func() {
 				chunks.Add(1)
-				if err := s.Send(ctx, &clickhouse.Chunk{Block: blk, Acks: []clickhouse.Ack{&flushAck{sent: time.Now(), rec: lat}}}); err != nil {
+				if err := s.Send(ctx, clickhouse.NewChunk(blk, []clickhouse.Ack{&flushAck{sent: time.Now(), rec: lat}})); err != nil {
 					b.Error(err)
 				}
 				blk = s.NewBlock(table)
@@ -362,7 +362,7 @@ func pumpFor(b testing.TB, s *clickhouse.Sink, table *clickhouse.Table, ds *data
 					case <-stop:
 						if blk.Rows() > 0 {
 							chunks.Add(1)
-							_ = s.Send(ctx, &clickhouse.Chunk{Block: blk, Acks: []clickhouse.Ack{&windowAck{rows: blk.Rows(), sent: time.Now(), rec: rec}}})
+							_ = s.Send(ctx, clickhouse.NewChunk(blk, []clickhouse.Ack{&windowAck{rows: blk.Rows(), sent: time.Now(), rec: rec}}))
 						}
 						return
 					default:
@@ -374,7 +374,7 @@ func pumpFor(b testing.TB, s *clickhouse.Sink, table *clickhouse.Table, ds *data
 				}
 				if i%64 == 63 && blk.Size() >= target {
 					chunks.Add(1)
-					if err := s.Send(ctx, &clickhouse.Chunk{Block: blk, Acks: []clickhouse.Ack{&windowAck{rows: blk.Rows(), sent: time.Now(), rec: rec}}}); err != nil {
+					if err := s.Send(ctx, clickhouse.NewChunk(blk, []clickhouse.Ack{&windowAck{rows: blk.Rows(), sent: time.Now(), rec: rec}})); err != nil {
 						b.Error(err)
 						return
 					}

@@ -114,7 +114,7 @@ func sendRows(t testing.TB, s *clickhouse.Sink, table *clickhouse.Table, rows []
 				t.Fatal(err)
 			}
 		}
-		if err := s.Send(ctx, &clickhouse.Chunk{Block: b, Acks: []clickhouse.Ack{countAck{&acked}}}); err != nil {
+		if err := s.Send(ctx, clickhouse.NewChunk(b, []clickhouse.Ack{countAck{&acked}})); err != nil {
 			t.Fatal(err)
 		}
 		chunks++
@@ -372,7 +372,7 @@ func TestReplicaRotationAndNoReroute(t *testing.T) {
 			}
 			shard1Rows := b.PartRows()[0]
 			before, _ := strconv.Atoi(queryT(t, c.a, "SELECT count() FROM "+name))
-			if err := s.Send(ctx, &clickhouse.Chunk{Block: b, Acks: []clickhouse.Ack{countAck{&acked}}}); err != nil {
+			if err := s.Send(ctx, clickhouse.NewChunk(b, []clickhouse.Ack{countAck{&acked}})); err != nil {
 				t.Fatal(err)
 			}
 			waitFor(t, func() bool {

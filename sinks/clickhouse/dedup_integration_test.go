@@ -90,8 +90,8 @@ func testRetriedInsertDeduplicated(t *testing.T, ch *testinfra.ClickHouse, trans
 	}
 	proxy.SwallowResponsesAfter(64 << 10)
 	var acked atomic.Int64
-	if err := s.Send(ctx, &clickhouse.Chunk{Block: b, Acks: []clickhouse.Ack{
-		offsetAck{n: &acked, first: 1000, last: 1000 + rows - 1}}}); err != nil {
+	if err := s.Send(ctx, clickhouse.NewChunk(b, []clickhouse.Ack{
+		offsetAck{n: &acked, first: 1000, last: 1000 + rows - 1}})); err != nil {
 		t.Fatal(err)
 	}
 	// The server has the rows; the sink has not heard.

@@ -151,7 +151,7 @@ func sendIDs(t *testing.T, s *clickhouse.Sink, tbl *clickhouse.Table, from, to u
 			t.Fatal(err)
 		}
 	}
-	if err := s.Send(context.Background(), &clickhouse.Chunk{Block: b, Acks: acks}); err != nil {
+	if err := s.Send(context.Background(), clickhouse.NewChunk(b, acks)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -302,7 +302,7 @@ func TestSendAfterClose(t *testing.T) {
 	var acked atomic.Int64
 	sendIDs(t, s, tbl, 0, 100, countAck{&acked}) // queued before Run starts
 	s.Close()
-	if err := s.Send(context.Background(), &clickhouse.Chunk{Block: s.NewBlock(tbl)}); err != clickhouse.ErrClosed {
+	if err := s.Send(context.Background(), clickhouse.NewChunk(s.NewBlock(tbl), nil)); err != clickhouse.ErrClosed {
 		t.Errorf("Send after Close: %v, want ErrClosed", err)
 	}
 	if _, err := s.Table(context.Background(), "other"); err != clickhouse.ErrClosed {

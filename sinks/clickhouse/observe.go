@@ -37,7 +37,7 @@ func (e *InsertEvent) Acks(fn func(Ack) bool) {
 			continue
 		}
 		last = p.chunk
-		for _, a := range p.chunk.Acks {
+		for _, a := range p.chunk.acks {
 			if !fn(a) {
 				return
 			}

@@ -115,7 +115,7 @@ func testOutage(t *testing.T, server testinfra.Server, transport string, outage 
 				id++
 			}
 			start := time.Now()
-			if err := s.Send(ctx, &clickhouse.Chunk{Block: b, Acks: []clickhouse.Ack{countAck{&acked}}}); err != nil {
+			if err := s.Send(ctx, clickhouse.NewChunk(b, []clickhouse.Ack{countAck{&acked}})); err != nil {
 				produced <- err
 				return
 			}

@@ -83,7 +83,7 @@ func chunkOf(t *testing.T, s *clickhouse.Sink, tbl *clickhouse.Table, n int, ack
 			t.Fatal(err)
 		}
 	}
-	return &clickhouse.Chunk{Block: b, Acks: acks}
+	return clickhouse.NewChunk(b, acks)
 }
 
 // sinkRun is a sink's Run in a goroutine; its result can be read many

@@ -85,7 +85,7 @@ func testRowsEncodedBeforeAnAlter(t *testing.T, ch *testinfra.ClickHouse, transp
 			var acked atomic.Int64
 			send := func(b *clickhouse.Block) {
 				t.Helper()
-				if err := s.Send(ctx, &clickhouse.Chunk{Block: b, Acks: []clickhouse.Ack{countAck{&acked}}}); err != nil {
+				if err := s.Send(ctx, clickhouse.NewChunk(b, []clickhouse.Ack{countAck{&acked}})); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -208,7 +208,7 @@ func TestShardAddedWhileRunning(t *testing.T) {
 	}, 2*time.Minute, "the server to reload its cluster and Rediscover to see two shards")
 	var acked atomic.Int64
 	for _, blk := range []*clickhouse.Block{old, rows(now, 100)} {
-		if err := s.Send(ctx, &clickhouse.Chunk{Block: blk, Acks: []clickhouse.Ack{countAck{&acked}}}); err != nil {
+		if err := s.Send(ctx, clickhouse.NewChunk(blk, []clickhouse.Ack{countAck{&acked}})); err != nil {
 			t.Fatal(err)
 		}
 	}

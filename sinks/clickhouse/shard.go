@@ -316,7 +316,7 @@ func (w *worker) pull(ctx context.Context, ins *openInsert) *part {
 	}
 	switch {
 	case p == nil:
-	case p.chunk.Block.table != ins.t:
+	case p.chunk.block.table != ins.t:
 		w.held = p
 	default:
 		p.taken = time.Now()
@@ -366,7 +366,7 @@ func (w *worker) run(ctx context.Context) error {
 		}
 		now := time.Now()
 		first.taken = now
-		ins := &openInsert{t: first.chunk.Block.table, deadline: now.Add(w.s.cfg.InsertLinger)}
+		ins := &openInsert{t: first.chunk.block.table, deadline: now.Add(w.s.cfg.InsertLinger)}
 		ins.add(first)
 		if err := w.insertWithRetry(ctx, ins); err != nil {
 			if errors.As(err, new(*PermanentError)) {
@@ -526,12 +526,12 @@ func (w *worker) connect(ctx context.Context, rep *replica) error {
 // hasOffsetRanges reports whether a part's chunk has acks and all of them
 // know their offsets.
 func hasOffsetRanges(p *part) bool {
-	for _, a := range p.chunk.Acks {
+	for _, a := range p.chunk.acks {
 		if _, ok := a.(OffsetRange); !ok {
 			return false
 		}
 	}
-	return len(p.chunk.Acks) > 0
+	return len(p.chunk.acks) > 0
 }
 
 // OffsetRange is implemented by acks that know which Kafka records their
@@ -563,10 +563,10 @@ func (w *worker) dedupToken(t *Table, parts []*part) string {
 		h.Write(num[:])
 	}
 	for _, p := range parts {
-		if len(p.chunk.Acks) == 0 {
+		if len(p.chunk.acks) == 0 {
 			return ""
 		}
-		for _, a := range p.chunk.Acks {
+		for _, a := range p.chunk.acks {
 			r, ok := a.(OffsetRange)
 			if !ok {
 				return ""

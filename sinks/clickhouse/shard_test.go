@@ -115,7 +115,7 @@ func TestDedupToken(t *testing.T) {
 		if err := b.AppendRow(row(1, name, &seven, nil, 1)); err != nil {
 			t.Fatal(err)
 		}
-		return &part{chunk: &Chunk{Block: b, Acks: acks}, sub: b.parts[0]}
+		return &part{chunk: NewChunk(b, acks), sub: b.parts[0]}
 	}
 	var w worker
 	a1 := rangeAck{"logs", 0, 100, 199}
@@ -235,7 +235,7 @@ func BenchmarkDedupToken(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		parts = append(parts, &part{chunk: &Chunk{Block: blk, Acks: []Ack{rangeAck{"logs", int32(p), 0, 1999}}}, sub: blk.parts[0]})
+		parts = append(parts, &part{chunk: NewChunk(blk, []Ack{rangeAck{"logs", int32(p), 0, 1999}}), sub: blk.parts[0]})
 	}
 	var w worker
 	b.ReportAllocs()

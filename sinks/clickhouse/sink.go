@@ -26,16 +26,26 @@ type Ack interface {
 }
 
 // Chunk is a sealed block on its way to the server, with the acks of the
-// records whose rows it holds.
+// records whose rows it holds. Make it with NewChunk; the sink owns it and
+// its block once it is sent.
 type Chunk struct {
-	Block *Block
-	Acks  []Ack
+	block *Block
+	acks  []Ack
 
 	// pending counts the chunk's parts not yet inserted.
 	pending atomic.Int32
 	// sealed is when Send was called, for ChunkTiming.
 	sealed time.Time
 }
+
+// NewChunk seals block with the acks of the records whose rows it holds.
+func NewChunk(block *Block, acks []Ack) *Chunk { return &Chunk{block: block, acks: acks} }
+
+// Block is the chunk's rows.
+func (c *Chunk) Block() *Block { return c.block }
+
+// Acks are the acks the chunk releases once its rows are inserted.
+func (c *Chunk) Acks() []Ack { return c.acks }
 
 // ErrClosed is returned by Send and Table after Close.
 var ErrClosed = errors.New("clickhouse sink closed")
@@ -293,9 +303,9 @@ func (s *Sink) Send(ctx context.Context, c *Chunk) error {
 	s.mu.Unlock()
 	defer s.senders.Done()
 	c.sealed = time.Now()
-	b := c.Block
+	b := c.block
 	if b.Rows() == 0 {
-		for _, a := range c.Acks {
+		for _, a := range c.acks {
 			a.Done()
 		}
 		s.releaseBlock(b)
@@ -339,11 +349,11 @@ func (s *Sink) partDone(p *part, inserted time.Time) {
 	if s.onChunk != nil {
 		s.onChunk(p.chunk, ChunkTiming{Sealed: p.chunk.sealed, Taken: p.taken, Inserted: inserted})
 	}
-	for _, a := range p.chunk.Acks {
+	for _, a := range p.chunk.acks {
 		a.Done()
 	}
 	s.insertedChunks.Add(1)
-	s.releaseBlock(p.chunk.Block)
+	s.releaseBlock(p.chunk.block)
 }
 
 func (s *Sink) shardList() []*shard {

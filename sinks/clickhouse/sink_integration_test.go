@@ -139,7 +139,7 @@ func testTypesRoundTrip(t *testing.T, ch *testinfra.ClickHouse, transport, compr
 				t.Fatalf("%s value %s: %v", tc.typ, tc.values[j], err)
 			}
 		}
-		if err := s.Send(ctx, &clickhouse.Chunk{Block: block, Acks: []clickhouse.Ack{countAck{&acked}}}); err != nil {
+		if err := s.Send(ctx, clickhouse.NewChunk(block, []clickhouse.Ack{countAck{&acked}})); err != nil {
 			t.Fatal(err)
 		}
 		tested++
@@ -272,7 +272,7 @@ func testTypeMismatchStopsLoudly(t *testing.T, ch *testinfra.ClickHouse, transpo
 	})
 	runDone := make(chan error, 1)
 	go func() { runDone <- s.Run(ctx) }()
-	if err := s.Send(ctx, &clickhouse.Chunk{Block: b}); err != nil {
+	if err := s.Send(ctx, clickhouse.NewChunk(b, nil)); err != nil {
 		t.Fatal(err)
 	}
 	// A permanent error parks the insert (its rows held, unacked) after one

@@ -69,7 +69,7 @@ func TestChunkTiming(t *testing.T) {
 	waitUntil(t, "the first chunk's ack", func() bool { return acks.Load() == 1 })
 	// Then a chunk without rows (acked at once, no timing) and three
 	// that land at the first attempt.
-	if err := s.Send(ctx, &clickhouse.Chunk{Block: s.NewBlock(tbl), Acks: []clickhouse.Ack{countAckT{&acks}}}); err != nil {
+	if err := s.Send(ctx, clickhouse.NewChunk(s.NewBlock(tbl), []clickhouse.Ack{countAckT{&acks}})); err != nil {
 		t.Fatal(err)
 	}
 	var later []*clickhouse.Chunk

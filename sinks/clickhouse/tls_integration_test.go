@@ -123,7 +123,7 @@ func TestTLS(t *testing.T) {
 				}
 			}
 			var acked atomic.Int64
-			if err := s.Send(ctx, &clickhouse.Chunk{Block: b, Acks: []clickhouse.Ack{countAck{&acked}}}); err != nil {
+			if err := s.Send(ctx, clickhouse.NewChunk(b, []clickhouse.Ack{countAck{&acked}})); err != nil {
 				t.Fatal(err)
 			}
 			waitFor(t, func() bool { return acked.Load() == 1 }, 20*time.Second, "TLS insert")

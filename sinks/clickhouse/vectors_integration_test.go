@@ -194,7 +194,7 @@ func testRowBinaryVectors(t *testing.T, ch *testinfra.ClickHouse, vs []vector) {
 					t.Fatalf("%s %s: decode: %v", typ, v.literal, err)
 				}
 			}
-			if err := s.Send(ctx, &clickhouse.Chunk{Block: block, Acks: []clickhouse.Ack{countAck{&acked}}}); err != nil {
+			if err := s.Send(ctx, clickhouse.NewChunk(block, []clickhouse.Ack{countAck{&acked}})); err != nil {
 				t.Fatal(err)
 			}
 			sent++
