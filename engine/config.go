@@ -44,8 +44,6 @@ type Config struct {
 	Tenants []TenantConfig `yaml:"tenants"`
 	// Admin is the module admin API and store, for tenants.
 	Admin AdminConfig `yaml:"admin"`
-	// topicsFromTenants: Validate derived kafka.topics from the tenants.
-	topicsFromTenants bool
 	// MemoryLimit is the Go runtime's soft memory limit in bytes, which
 	// makes the garbage collector work harder as the process nears it.
 	// Default: GOMEMLIMIT when set, else 2 × kafka.max_inflight_bytes (with
@@ -271,11 +269,13 @@ func (c *Config) Validate() error {
 		if err := c.validateTenants(); err != nil {
 			return err
 		}
-	} else if err := c.Admin.validate(false); err != nil {
-		return err
-	}
-	if len(k.Topics) == 0 {
-		return fmt.Errorf("kafka.topics is required")
+	} else {
+		if err := c.Admin.validate(false); err != nil {
+			return err
+		}
+		if len(k.Topics) == 0 {
+			return fmt.Errorf("kafka.topics is required")
+		}
 	}
 	if k.ClientID == "" {
 		k.ClientID = "sluice"

@@ -122,17 +122,30 @@ func (a *AdminConfig) validate(tenants bool) error {
 	return nil
 }
 
-// validateTenants checks the tenants and derives kafka.topics from their
-// pipelines.
+// topics are the topics the pipeline consumes: kafka.topics, or with
+// tenants those of every tenant pipeline, in order.
+func (c *Config) topics() []string {
+	if len(c.Tenants) == 0 {
+		return c.Kafka.Topics
+	}
+	var out []string
+	for _, t := range c.Tenants {
+		for _, pl := range t.Pipelines {
+			out = append(out, pl.Topics...)
+		}
+	}
+	return out
+}
+
+// validateTenants checks the tenants; their pipelines name the topics
+// consumed (see topics).
 func (c *Config) validateTenants() error {
 	if c.Module.Path != "" || len(c.Module.Tables) > 0 || len(c.Module.Params) > 0 {
 		return fmt.Errorf("module: path, tables and params belong to each tenant pipeline when tenants are configured (module keeps the defaults: limits, batching, cache_dir)")
 	}
-	if len(c.Kafka.Topics) > 0 && !c.topicsFromTenants {
+	if len(c.Kafka.Topics) > 0 {
 		return fmt.Errorf("kafka.topics: with tenants, topics are listed per tenant pipeline")
 	}
-	c.Kafka.Topics = nil
-	c.topicsFromTenants = true
 	if err := c.Admin.validate(true); err != nil {
 		return err
 	}
@@ -189,7 +202,6 @@ func (c *Config) validateTenants() error {
 					return fmt.Errorf("%s.topics: topic %s already belongs to %s", pkey, topic, owner)
 				}
 				topicOwner[topic] = t.ID + "/" + pl.Name
-				c.Kafka.Topics = append(c.Kafka.Topics, topic)
 			}
 			if len(pl.Tables) == 0 {
 				return fmt.Errorf("%s.tables is required", pkey)

@@ -48,8 +48,8 @@ func TestParseTenants(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(cfg.Kafka.Topics, ","); got != "acme-logs,acme-audit,beta-events" {
-		t.Errorf("kafka.topics derived = %q", got)
+	if got := strings.Join(cfg.topics(), ","); got != "acme-logs,acme-audit,beta-events" {
+		t.Errorf("topics consumed = %q", got)
 	}
 	acme := cfg.Tenants[0]
 	if acme.Pipelines[0].Module.Path != "acme.wasm" || acme.Pipelines[0].Module.Params["mode"] != "strict" {
@@ -74,8 +74,8 @@ func TestParseTenants(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Errorf("second Validate: %v", err)
 	}
-	if got := strings.Join(cfg.Kafka.Topics, ","); got != "acme-logs,acme-audit,beta-events" {
-		t.Errorf("kafka.topics after a second Validate = %q", got)
+	if got := strings.Join(cfg.topics(), ","); got != "acme-logs,acme-audit,beta-events" || len(cfg.Kafka.Topics) != 0 {
+		t.Errorf("topics consumed after a second Validate = %q, kafka.topics %q", got, cfg.Kafka.Topics)
 	}
 }
 
