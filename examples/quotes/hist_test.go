@@ -125,7 +125,7 @@ func TestReport(t *testing.T) {
 	if err := r.WriteText(&txt); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"distributed / shards", "2.00×", "distributed quotes_eod", "25ms each way (50ms round trip)", "4 inserts, 2 rows each"} {
+	for _, want := range []string{"distributed / shards", "2.00×", "distributed quotes_eod", "25ms each way (50ms round trip)", "whole run: 4 inserts, 2 rows each"} {
 		if !strings.Contains(txt.String(), want) {
 			t.Errorf("text report lacks %q:\n%s", want, txt.String())
 		}

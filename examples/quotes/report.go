@@ -105,7 +105,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	b.WriteString("\n")
 	for _, run := range r.Runs {
-		fmt.Fprintf(&b, "%s: %d inserts, %.0f rows each on average", run.Routing, run.Inserts, float64(run.RowsInserted)/float64(max(run.Inserts, 1)))
+		fmt.Fprintf(&b, "%s, whole run: %d inserts, %.0f rows each on average", run.Routing, run.Inserts, float64(run.RowsInserted)/float64(max(run.Inserts, 1)))
 		if si := run.Server; si != nil {
 			fmt.Fprintf(&b, "; on the servers (system.query_log): %d to shard 1, median %v, %d to shard 2", si.Sent[0], si.SentMedian[0], si.Sent[1])
 			if si.Sent[1] > 0 {

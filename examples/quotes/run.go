@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -35,9 +34,9 @@ type RunOptions struct {
 	Routing string
 	// Quotes is the number of quotes produced, at Rate per second.
 	Quotes, Rate int
-	// Warmup is how many of the first quotes are left out of the lag
-	// figures: the /metrics read once they have all landed is subtracted
-	// from the last one. 0 keeps every sample.
+	// Warmup is how many of the quotes go first, to warm the pipeline up:
+	// they are produced and drained before the others, and their samples
+	// are left out of the lag figures. 0 keeps every sample.
 	Warmup int
 	// Module is the path of the built module; CacheDir its compilation
 	// cache, shared by the runs.
@@ -60,11 +59,13 @@ type Result struct {
 	// Lag is by table: the lag histograms after the warm-up.
 	Lag map[string]*Lag
 	// Inserts is the number of INSERT statements, RowsInserted the rows
-	// they carried, over both tables and the whole run.
+	// they carried, over both tables and the whole run, warm-up included.
 	Inserts, RowsInserted int64
-	// Server is what the shards' query logs say of the inserts.
+	// Server is what the shards' query logs say of the run's inserts,
+	// warm-up included.
 	Server *ServerInserts
-	// Elapsed is from the first quote produced to the last one landed.
+	// Elapsed is from the first measured quote produced to the last one
+	// landed.
 	Elapsed time.Duration
 }
 
@@ -79,6 +80,7 @@ func (c *Cluster) Run(ctx context.Context, o RunOptions) (*Result, error) {
 	case o.Quotes <= 0 || o.Rate <= 0 || o.Warmup < 0 || o.Warmup >= o.Quotes:
 		return nil, fmt.Errorf("want quotes > 0, rate > 0 and 0 <= warmup < quotes; got %d, %d, %d", o.Quotes, o.Rate, o.Warmup)
 	}
+	began := time.Now()
 	progress := o.Progress
 	if progress == nil {
 		progress = func(string, ...any) {}
@@ -137,64 +139,31 @@ func (c *Cluster) Run(ctx context.Context, o RunOptions) (*Result, error) {
 	}()
 	defer func() { stop(); <-sl.done }()
 
-	progress("routing %s: producing %d quotes at %d/s to %s", o.Routing, o.Quotes, o.Rate, topic)
 	gen := newGenerator(o.Quotes)
-	var produced atomic.Int64
-	var produceErr error
-	produceDone := make(chan struct{})
-	start := time.Now()
-	go func() {
-		defer close(produceDone)
-		produceErr = produce(runCtx, c.Kafka, topic, gen, o.Rate, &produced)
-	}()
-	defer func() { stop(); <-produceDone }()
-
+	// The warm-up quotes go first and drain: once they have landed and the
+	// consumer lag is 0 no sample is being observed, so the histograms read
+	// then are consistent with each other, and subtracting them leaves
+	// the samples of the measured quotes only.
 	var baseline *Metrics
 	if o.Warmup > 0 {
-		for produced.Load() < int64(o.Warmup) {
-			select {
-			case <-produceDone:
-				if produceErr != nil {
-					return nil, produceErr
-				}
-			case <-sl.done:
-				return nil, fmt.Errorf("sluice stopped during the warm-up: %v", sl.err)
-			case <-time.After(20 * time.Millisecond):
-			}
-		}
-		if err := c.waitLanded(ctx, int64(o.Warmup), sl); err != nil {
-			return nil, fmt.Errorf("warm-up: %w", err)
-		}
-		if baseline, err = scrape(ctx, metricsURL); err != nil {
+		progress("routing %s: %d quotes at %d/s to %s to warm up", o.Routing, o.Warmup, o.Rate, topic)
+		if err := produce(runCtx, c.Kafka, topic, gen, o.Warmup, o.Rate); err != nil {
 			return nil, err
 		}
-	}
-	select {
-	case <-produceDone:
-		if produceErr != nil {
-			return nil, produceErr
+		if baseline, err = c.drain(ctx, o.Warmup, topic, metricsURL, sl); err != nil {
+			return nil, fmt.Errorf("warm-up: %w", err)
 		}
-	case <-sl.done:
-		return nil, fmt.Errorf("sluice stopped while quotes were produced: %v", sl.err)
 	}
-	if err := c.waitLanded(ctx, int64(o.Quotes), sl); err != nil {
+	progress("routing %s: producing %d quotes at %d/s to %s", o.Routing, o.Quotes-o.Warmup, o.Rate, topic)
+	start := time.Now()
+	if err := produce(runCtx, c.Kafka, topic, gen, o.Quotes-o.Warmup, o.Rate); err != nil {
+		return nil, err
+	}
+	last, err := c.drain(ctx, o.Quotes, topic, metricsURL, sl)
+	if err != nil {
 		return nil, err
 	}
 	elapsed := time.Since(start)
-	// Every chunk's samples are observed before its offsets can be
-	// committed: at consumer lag 0 on every partition, all are in.
-	last, err := waitMetrics(ctx, metricsURL, sl, func(m *Metrics) bool {
-		zero := 0
-		for tp, lag := range m.ConsumerLag {
-			if strings.HasPrefix(tp, topic+"/") && lag == 0 {
-				zero++
-			}
-		}
-		return zero == partitions
-	})
-	if err != nil {
-		return nil, fmt.Errorf("wait for consumer lag 0: %w", err)
-	}
 	stop()
 	<-sl.done
 	if sl.err != nil && !errors.Is(sl.err, context.Canceled) {
@@ -202,7 +171,7 @@ func (c *Cluster) Run(ctx context.Context, o RunOptions) (*Result, error) {
 	}
 	progress("routing %s: %d quotes landed in %.1fs", o.Routing, o.Quotes, elapsed.Seconds())
 
-	res := &Result{Routing: o.Routing, Produced: int(produced.Load()), Landed: map[string]int64{},
+	res := &Result{Routing: o.Routing, Produced: gen.count, Landed: map[string]int64{},
 		Inserted: map[string]int64{}, Lag: map[string]*Lag{}, Elapsed: elapsed,
 		Inserts: last.Inserts, RowsInserted: last.RowsInserted}
 	if last.DeadLettered != 0 {
@@ -226,7 +195,7 @@ func (c *Cluster) Run(ctx context.Context, o RunOptions) (*Result, error) {
 	if err := c.check(ctx, gen, res); err != nil {
 		return res, fmt.Errorf("routing %s: %w", o.Routing, err)
 	}
-	if res.Server, err = c.serverInserts(ctx, start); err != nil {
+	if res.Server, err = c.serverInserts(ctx, began); err != nil {
 		return res, err
 	}
 	return res, nil
@@ -237,6 +206,29 @@ func (c *Cluster) Run(ctx context.Context, o RunOptions) (*Result, error) {
 type running struct {
 	done chan struct{}
 	err  error
+}
+
+// drain waits until n quotes have landed in both tables and every sample
+// of them is in the lag histograms, and returns /metrics then.
+func (c *Cluster) drain(ctx context.Context, n int, topic, metricsURL string, sl *running) (*Metrics, error) {
+	if err := c.waitLanded(ctx, int64(n), sl); err != nil {
+		return nil, err
+	}
+	// Every chunk's samples are observed before its offsets can be
+	// committed: at consumer lag 0 on every partition, all are in.
+	m, err := waitMetrics(ctx, metricsURL, sl, func(m *Metrics) bool {
+		zero := 0
+		for tp, lag := range m.ConsumerLag {
+			if strings.HasPrefix(tp, topic+"/") && lag == 0 {
+				zero++
+			}
+		}
+		return zero == partitions
+	})
+	if err != nil {
+		return nil, fmt.Errorf("wait for consumer lag 0: %w", err)
+	}
+	return m, nil
 }
 
 // waitLanded waits until the shards hold n quotes in both tables, failing
@@ -340,13 +332,11 @@ var marketOpen = time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
 const tradingDays = 5
 
 // generator makes a fixed sequence of quotes (the same in every run) and
-// keeps the end-of-day sums they must add up to.
+// keeps the end-of-day sums they must add up to. count is the quotes made.
 type generator struct {
 	rng   *rand.Rand
 	mids  []int64
 	step  int64 // market milliseconds between quotes
-	n     int
-	i     int
 	days  map[dayKey]*dayTotals
 	bid   int64 // sums of every bid and ask, 10^-4
 	ask   int64
@@ -363,8 +353,9 @@ type dayTotals struct {
 	midE5, spreadE4 int64
 }
 
+// newGenerator spreads n quotes over tradingDays of market time.
 func newGenerator(n int) *generator {
-	g := &generator{rng: rand.New(rand.NewPCG(16, 3)), n: n, days: map[dayKey]*dayTotals{}}
+	g := &generator{rng: rand.New(rand.NewPCG(16, 3)), days: map[dayKey]*dayTotals{}}
 	for _, s := range symbols {
 		g.mids = append(g.mids, s.open)
 	}
@@ -389,8 +380,7 @@ func (g *generator) next() (key, value []byte) {
 	spread := 1 + g.rng.Int64N(40)
 	bid := mid - spread/2
 	ask := bid + spread
-	ts := marketOpen.UnixMilli() + int64(g.i)*g.step
-	g.i++
+	ts := marketOpen.UnixMilli() + int64(g.count)*g.step
 	q := wireQuote{Symbol: symbols[s].name, Bid: price(bid), Ask: price(ask), TS: ts, Say: says[g.rng.IntN(len(says))]}
 	value, _ = json.Marshal(q)
 
@@ -418,10 +408,10 @@ func price(v int64) json.Number {
 	return json.Number(s)
 }
 
-// produce sends the generator's quotes at rate per second, each with the
-// time it is produced as its Kafka timestamp (where the lag is measured
-// from), keyed by symbol.
-func produce(ctx context.Context, k *testinfra.Kafka, topic string, g *generator, rate int, produced *atomic.Int64) error {
+// produce sends the generator's next n quotes at rate per second, each
+// with the time it is produced as its Kafka timestamp (where the lag is
+// measured from), keyed by symbol, and waits for the broker to have them.
+func produce(ctx context.Context, k *testinfra.Kafka, topic string, g *generator, n, rate int) error {
 	cl, err := k.NewClient(kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(time.Millisecond))
 	if err != nil {
 		return err
@@ -431,8 +421,8 @@ func produce(ctx context.Context, k *testinfra.Kafka, topic string, g *generator
 	start := time.Now()
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
-	for sent := 0; sent < g.n; {
-		due := min(g.n, int(time.Since(start).Seconds()*float64(rate))+1)
+	for sent := 0; sent < n; {
+		due := min(n, int(time.Since(start).Seconds()*float64(rate))+1)
 		for ; sent < due; sent++ {
 			key, value := g.next()
 			cl.Produce(ctx, &kgo.Record{Key: key, Value: value, Timestamp: time.Now()}, func(_ *kgo.Record, err error) {
@@ -443,7 +433,6 @@ func produce(ctx context.Context, k *testinfra.Kafka, topic string, g *generator
 					}
 				}
 			})
-			produced.Add(1)
 		}
 		select {
 		case err := <-failed:
