@@ -48,6 +48,9 @@ type Config struct {
 	// makes the garbage collector work harder as the process nears it.
 	// Default: GOMEMLIMIT when set, else 2 × kafka.max_inflight_bytes (with
 	// tenants: the sum of the pipelines' budgets) + 256 MiB. -1 disables it.
+	// The sluice binary sets it (runtime/debug.SetMemoryLimit) before New;
+	// New leaves the process's settings alone, so that a program embedding
+	// the engine keeps its own.
 	MemoryLimit int64 `yaml:"memory_limit"`
 }
 

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -110,9 +109,6 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) (*Pi
 	}
 	p.metrics = newMetrics(p)
 	p.workCtx, p.cancelWork = context.WithCancel(context.Background())
-	if cfg.MemoryLimit > 0 && os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(cfg.MemoryLimit)
-	}
 	ok := false
 	defer func() {
 		if !ok {

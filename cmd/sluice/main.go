@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -137,6 +138,9 @@ func cmdRun(args []string, stderr io.Writer) int {
 		}
 	}()
 
+	if cfg.MemoryLimit > 0 && os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(cfg.MemoryLimit)
+	}
 	p, err := engine.New(ctx, cfg, log, engine.WithTracerProvider(tp))
 	if err != nil {
 		if ctx.Err() != nil {
