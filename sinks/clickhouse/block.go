@@ -179,9 +179,9 @@ func (t *Table) FullName() string { return t.Database + "." + t.Name }
 // shards of its cluster with routing shards, else 1.
 func (t *Table) Shards() int { return len(t.shards) }
 
-// InsertTable is the table inserts name, database.table: the table itself,
+// insertTable is the table inserts name, database.table: the table itself,
 // or with routing shards its Distributed table's local table.
-func (t *Table) InsertTable() string { return t.target.fullName() }
+func (t *Table) insertTable() string { return t.target.fullName() }
 
 // NewBlock returns an empty columnar block for the table.
 func (t *Table) NewBlock() *Block {
@@ -249,9 +249,9 @@ func (b *Block) Table() *Table { return b.table }
 // Rows is the number of complete rows in the block.
 func (b *Block) Rows() int { return b.rows }
 
-// PartRows is the number of rows in each of the block's parts (one per
+// partRows is the number of rows in each of the block's parts (one per
 // shard with routing shards).
-func (b *Block) PartRows() []int {
+func (b *Block) partRows() []int {
 	out := make([]int, len(b.parts))
 	for i, p := range b.parts {
 		out[i] = p.rows
@@ -390,10 +390,10 @@ func (s *subBlock) encodeNative(plan *insertPlan, buf *proto.Buffer) error {
 	return blk.EncodeRawBlock(buf, 0, in)
 }
 
-// EncodeNative appends the block in ClickHouse's Native format (the body of
+// encodeNative appends the block in ClickHouse's Native format (the body of
 // an HTTP "INSERT … FORMAT Native") to buf: one Native block, or with
 // routing shards one per non-empty part in shard order.
-func (b *Block) EncodeNative(buf *proto.Buffer) error {
+func (b *Block) encodeNative(buf *proto.Buffer) error {
 	if len(b.parts) == 1 {
 		return b.parts[0].encodeNative(b.table.plan, buf)
 	}

@@ -72,7 +72,7 @@ func TestBlockAppendRowAndEncode(t *testing.T) {
 		t.Fatalf("rows = %d", b.Rows())
 	}
 	var buf proto.Buffer
-	if err := b.EncodeNative(&buf); err != nil {
+	if err := b.encodeNative(&buf); err != nil {
 		t.Fatal(err)
 	}
 	// Decode the Native block with ch-go's own columns and compare values.
@@ -207,7 +207,7 @@ func FuzzBlockAppendRow(f *testing.F) {
 			return
 		}
 		var buf proto.Buffer
-		if err := b.EncodeNative(&buf); err != nil {
+		if err := b.encodeNative(&buf); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -240,7 +240,7 @@ func FuzzNestedAppendRow(f *testing.F) {
 			return
 		}
 		var buf proto.Buffer
-		if err := b.EncodeNative(&buf); err != nil {
+		if err := b.encodeNative(&buf); err != nil {
 			t.Fatal(err)
 		}
 	})

@@ -198,8 +198,8 @@ func TestShardRoutingMatchesDistributed(t *testing.T) {
 						if err != nil {
 							t.Fatal(err)
 						}
-						if dt.Shards() != 2 || dt.InsertTable() != "default."+name+"_direct" {
-							t.Fatalf("routing: %d shards into %s", dt.Shards(), dt.InsertTable())
+						if dt.Shards() != 2 || clickhouse.InsertTable(dt) != "default."+name+"_direct" {
+							t.Fatalf("routing: %d shards into %s", dt.Shards(), clickhouse.InsertTable(dt))
 						}
 						vt, err := via.Table(context.Background(), name+"_dv")
 						if err != nil {
@@ -370,7 +370,7 @@ func TestReplicaRotationAndNoReroute(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			shard1Rows := b.PartRows()[0]
+			shard1Rows := clickhouse.PartRows(b)[0]
 			before, _ := strconv.Atoi(queryT(t, c.a, "SELECT count() FROM "+name))
 			if err := s.Send(ctx, clickhouse.NewChunk(b, []clickhouse.Ack{countAck{&acked}})); err != nil {
 				t.Fatal(err)

@@ -124,9 +124,9 @@ func (s *Sink) parkedFailing() string {
 	return msg
 }
 
-// ParkedRows is the number of rows of t held after a permanent insert
+// parkedRows is the number of rows of t held after a permanent insert
 // error, over all shards.
-func (s *Sink) ParkedRows(t *Table) int {
+func (s *Sink) parkedRows(t *Table) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := 0

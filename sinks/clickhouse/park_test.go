@@ -174,7 +174,7 @@ func TestPermanentErrorParksOnlyItsTable(t *testing.T) {
 	if n := badAcks.Load(); n != 0 {
 		t.Fatalf("the broken table's chunk was acked %d times without landing", n)
 	}
-	if got := s.ParkedRows(bad); got != 10 {
+	if got := clickhouse.ParkedRows(s, bad); got != 10 {
 		t.Errorf("ParkedRows = %d, want 10", got)
 	}
 	if done.ended() {
@@ -188,7 +188,7 @@ func TestPermanentErrorParksOnlyItsTable(t *testing.T) {
 		t.Errorf("broken table has %d rows after it came back, want 10", got)
 	}
 	waitUntil(t, "Failing to clear", func() bool { return s.Failing() == "" })
-	if got := s.ParkedRows(bad); got != 0 {
+	if got := clickhouse.ParkedRows(s, bad); got != 0 {
 		t.Errorf("ParkedRows = %d after landing, want 0", got)
 	}
 }

@@ -165,7 +165,7 @@ func TestRoutedBlockTruncateAndErrors(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got := b.PartRows(); got[0] != 3 || got[1] != 3 || got[2] != 3 {
+	if got := b.partRows(); got[0] != 3 || got[1] != 3 || got[2] != 3 {
 		t.Fatalf("parts %v, want 3 each", got)
 	}
 	size := b.Size()
@@ -185,13 +185,13 @@ func TestRoutedBlockTruncateAndErrors(t *testing.T) {
 	}
 	// Truncate removes the last rows appended, whichever part they are in.
 	b.Truncate(4) // keeps keys 0..3: parts get 0,3 | 1 | 2
-	if got := b.PartRows(); b.Rows() != 4 || got[0] != 2 || got[1] != 1 || got[2] != 1 {
+	if got := b.partRows(); b.Rows() != 4 || got[0] != 2 || got[1] != 1 || got[2] != 1 {
 		t.Fatalf("after Truncate(4): rows %d parts %v", b.Rows(), got)
 	}
 	if err := b.AppendRow(routeRow(nil, "s", 5, 5)); err != nil {
 		t.Fatal(err)
 	}
-	if got := b.PartRows(); got[2] != 2 {
+	if got := b.partRows(); got[2] != 2 {
 		t.Errorf("append after truncate: parts %v", got)
 	}
 	b.Reset()

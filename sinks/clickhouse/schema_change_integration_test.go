@@ -120,7 +120,7 @@ func testRowsEncodedBeforeAnAlter(t *testing.T, ch *testinfra.ClickHouse, transp
 			}
 			if cannot {
 				waitFor(t, func() bool { return strings.Contains(s.Failing(), tc.parked) }, time.Minute, "the parked insert's error")
-				if got := s.ParkedRows(tbl); got != 1 || acked.Load() != 0 {
+				if got := clickhouse.ParkedRows(s, tbl); got != 1 || acked.Load() != 0 {
 					t.Fatalf("parked rows %d, acked %d; want 1 parked, none acked", got, acked.Load())
 				}
 			} else {

@@ -279,7 +279,7 @@ func testTypeMismatchStopsLoudly(t *testing.T, ch *testinfra.ClickHouse, transpo
 	// attempt and the sink goes on; a retryable one would be retried with
 	// backoff and never parked. Counting attempts, not time, holds on a
 	// loaded machine.
-	for !strings.Contains(s.Failing(), "default.drift") || s.ParkedRows(tbl) != 1 {
+	for !strings.Contains(s.Failing(), "default.drift") || clickhouse.ParkedRows(s, tbl) != 1 {
 		if failures.Load() >= 3 {
 			t.Fatalf("a type mismatch was retried %d times instead of parked as permanent; last error: %v", failures.Load(), lastErr.Load())
 		}
