@@ -1,7 +1,13 @@
 package engine
 
 import (
+	"cmp"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -92,5 +98,296 @@ func TestOutputCountsAgainstBudget(t *testing.T) {
 	budget.check()
 	if paused || budget.inflight.Load() != 0 {
 		t.Errorf("after the batch is done: paused %v, in-flight %d", paused, budget.inflight.Load())
+	}
+}
+
+// ackBatch is a batch an acks test tracks: its offsets, the bytes of its
+// records and the leader epoch of its last record (default 1).
+type ackBatch struct {
+	first, last int64
+	bytes       int64
+	epoch       int32
+}
+
+// ackStep is one event on a partition's batches and what the partition
+// shows after it: the watermark to commit (-1 for none), the bytes held
+// against the budget and the batches not done.
+type ackStep struct {
+	op    string // "done" or "hold" on batch, "bytes" (n more on batch), "abandon"
+	batch int
+	n     int64
+
+	wm       int64
+	wmEpoch  int32 // default 1
+	inflight int64
+	batches  int64
+}
+
+func runAckSteps(t *testing.T, batches []ackBatch, steps []ackStep) {
+	t.Helper()
+	budget := &flowControl{high: 1 << 30}
+	a := &partitionAcks{topic: "t", partition: 3, budget: budget}
+	var acks []*batchAck
+	for _, b := range batches {
+		acks = append(acks, a.track(b.first, kgo.EpochOffset{Epoch: cmp.Or(b.epoch, 1), Offset: b.last}, b.bytes))
+	}
+	for i, s := range steps {
+		switch s.op {
+		case "done":
+			acks[s.batch].Done()
+		case "hold":
+			acks[s.batch].hold()
+		case "bytes":
+			acks[s.batch].addBytes(s.n)
+		case "abandon":
+			a.abandon()
+		default:
+			t.Fatalf("step %d: unknown op %q", i, s.op)
+		}
+		what := fmt.Sprintf("step %d (%s %d)", i, s.op, s.batch)
+		wm, ok := a.watermark()
+		switch {
+		case s.wm < 0 && ok:
+			t.Errorf("%s: watermark %d, want none", what, wm.Offset)
+		case s.wm >= 0 && (!ok || wm != kgo.EpochOffset{Epoch: cmp.Or(s.wmEpoch, 1), Offset: s.wm}):
+			t.Errorf("%s: watermark %+v (set %v), want offset %d epoch %d", what, wm, ok, s.wm, cmp.Or(s.wmEpoch, 1))
+		}
+		if got := budget.inflight.Load(); got != s.inflight {
+			t.Errorf("%s: %d bytes against the budget, want %d", what, got, s.inflight)
+		}
+		if got := a.inflight.Load(); got != s.batches {
+			t.Errorf("%s: %d batches in flight, want %d", what, got, s.batches)
+		}
+	}
+}
+
+// TestWatermarkSteps: the watermark, the budget and the count of batches
+// in flight after each release, hold and revoke, for completions in and
+// out of order. The watermark only ever covers a prefix of batches whose
+// every hold is released; a batch that failed (never released) or whose
+// rows are still in a chunk stops it.
+func TestWatermarkSteps(t *testing.T) {
+	three := []ackBatch{{0, 9, 100, 0}, {10, 19, 100, 0}, {20, 29, 100, 0}}
+	tests := []struct {
+		name    string
+		batches []ackBatch
+		steps   []ackStep
+	}{
+		{"in order", three, []ackStep{
+			{op: "done", batch: 0, wm: 10, inflight: 200, batches: 2},
+			{op: "done", batch: 1, wm: 20, inflight: 100, batches: 1},
+			{op: "done", batch: 2, wm: 30, inflight: 0, batches: 0},
+		}},
+		{"reverse order", three, []ackStep{
+			{op: "done", batch: 2, wm: -1, inflight: 200, batches: 2},
+			{op: "done", batch: 1, wm: -1, inflight: 100, batches: 1},
+			{op: "done", batch: 0, wm: 30, inflight: 0, batches: 0},
+		}},
+		{"a chunk holds the middle batch", three, []ackStep{
+			{op: "hold", batch: 1, wm: -1, inflight: 300, batches: 3},
+			{op: "done", batch: 1, wm: -1, inflight: 300, batches: 3}, // the worker is done; the chunk is not inserted
+			{op: "done", batch: 0, wm: 10, inflight: 200, batches: 2},
+			{op: "done", batch: 2, wm: 10, inflight: 100, batches: 1},
+			{op: "done", batch: 1, wm: 30, inflight: 0, batches: 0}, // the chunk landed
+		}},
+		{"a batch that failed holds back every later one", three, []ackStep{
+			{op: "done", batch: 0, wm: 10, inflight: 200, batches: 2},
+			{op: "done", batch: 2, wm: 10, inflight: 100, batches: 1},
+		}},
+		{"holds of two chunks", three, []ackStep{
+			{op: "hold", batch: 0, wm: -1, inflight: 300, batches: 3},
+			{op: "hold", batch: 0, wm: -1, inflight: 300, batches: 3},
+			{op: "done", batch: 0, wm: -1, inflight: 300, batches: 3},
+			{op: "done", batch: 0, wm: -1, inflight: 300, batches: 3},
+			{op: "done", batch: 0, wm: 10, inflight: 200, batches: 2},
+		}},
+		{"a gap between batches (compaction, transaction markers)", []ackBatch{{0, 9, 100, 0}, {15, 19, 50, 0}}, []ackStep{
+			{op: "done", batch: 1, wm: -1, inflight: 100, batches: 1},
+			{op: "done", batch: 0, wm: 20, inflight: 0, batches: 0},
+		}},
+		{"the epoch of the last done batch", []ackBatch{{0, 9, 100, 1}, {10, 19, 100, 2}}, []ackStep{
+			{op: "done", batch: 0, wm: 10, wmEpoch: 1, inflight: 100, batches: 1},
+			{op: "done", batch: 1, wm: 20, wmEpoch: 2, inflight: 0, batches: 0},
+		}},
+		{"output counts until its batch is done", three, []ackStep{
+			{op: "bytes", batch: 1, n: 4000, wm: -1, inflight: 4300, batches: 3},
+			{op: "bytes", batch: 1, n: -5, wm: -1, inflight: 4300, batches: 3}, // ignored
+			{op: "done", batch: 1, wm: -1, inflight: 200, batches: 2},
+			{op: "done", batch: 0, wm: 20, inflight: 100, batches: 1},
+		}},
+		{"revoke with a chunk in flight", three, []ackStep{
+			{op: "hold", batch: 1, wm: -1, inflight: 300, batches: 3},
+			{op: "done", batch: 0, wm: 10, inflight: 200, batches: 2},
+			{op: "done", batch: 1, wm: 10, inflight: 200, batches: 2},
+			{op: "abandon", wm: 10, inflight: 0, batches: 0},
+			{op: "done", batch: 1, wm: 10, inflight: 0, batches: 0}, // the chunk lands after the revoke
+			{op: "done", batch: 2, wm: 10, inflight: 0, batches: 0},
+			{op: "abandon", wm: 10, inflight: 0, batches: 0},
+		}},
+		{"revoke before anything is done", three, []ackStep{
+			{op: "bytes", batch: 2, n: 50, wm: -1, inflight: 350, batches: 3},
+			{op: "abandon", wm: -1, inflight: 0, batches: 0},
+			{op: "done", batch: 0, wm: -1, inflight: 0, batches: 0},
+		}},
+		{"revoke after everything is done", three, []ackStep{
+			{op: "done", batch: 0, wm: 10, inflight: 200, batches: 2},
+			{op: "done", batch: 1, wm: 20, inflight: 100, batches: 1},
+			{op: "done", batch: 2, wm: 30, inflight: 0, batches: 0},
+			{op: "abandon", wm: 30, inflight: 0, batches: 0},
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) { runAckSteps(t, tc.batches, tc.steps) })
+	}
+}
+
+// TestWatermarkNeverPassesAnUnlandedRecord releases four batches, each
+// held by its worker and by one chunk, in every order there is (2,520),
+// and after every release checks the watermark against a model: one past
+// the last offset of the longest prefix of batches whose both holds are
+// released. The budget must hold exactly the bytes of the batches not done.
+func TestWatermarkNeverPassesAnUnlandedRecord(t *testing.T) {
+	const n = 4
+	batches := [n]ackBatch{{0, 4, 10, 0}, {5, 5, 20, 0}, {6, 99, 40, 0}, {100, 149, 80, 0}}
+	orders := 0
+	var permute func(order []int, left [n]int)
+	permute = func(order []int, left [n]int) {
+		if len(order) == 2*n {
+			orders++
+			checkReleaseOrder(t, batches[:], order)
+			return
+		}
+		for i := range n {
+			if left[i] > 0 {
+				left[i]--
+				permute(append(order, i), left)
+				left[i]++
+			}
+		}
+	}
+	permute(nil, [n]int{2, 2, 2, 2})
+	if orders != 2520 {
+		t.Fatalf("checked %d orders, want 8!/2^4 = 2520", orders)
+	}
+}
+
+func checkReleaseOrder(t *testing.T, batches []ackBatch, order []int) {
+	t.Helper()
+	budget := &flowControl{high: 1 << 30}
+	a := &partitionAcks{topic: "t", partition: 0, budget: budget}
+	acks := make([]*batchAck, len(batches))
+	for i, b := range batches {
+		acks[i] = a.track(b.first, eo(b.last), b.bytes)
+		acks[i].hold() // a chunk carries some of its rows
+	}
+	released := make([]int, len(batches))
+	for step, i := range order {
+		acks[i].Done()
+		released[i]++
+		prefix, want, held := 0, int64(-1), int64(0)
+		for prefix < len(batches) && released[prefix] == 2 {
+			want = batches[prefix].last + 1
+			prefix++
+		}
+		for j, b := range batches {
+			if released[j] < 2 {
+				held += b.bytes
+			}
+		}
+		wm, ok := a.watermark()
+		if got := map[bool]int64{true: wm.Offset, false: -1}[ok]; got != want {
+			t.Fatalf("order %v, after release %d: watermark %d, want %d", order, step, got, want)
+		}
+		if got := budget.inflight.Load(); got != held {
+			t.Fatalf("order %v, after release %d: budget holds %d bytes, want %d", order, step, got, held)
+		}
+	}
+}
+
+// TestConcurrentReleases: the sink acks chunks from its own goroutines
+// while the worker releases its holds; with every hold released, whatever
+// the interleaving, the watermark is one past the last record and the
+// budget is back to zero (run with -race).
+func TestConcurrentReleases(t *testing.T) {
+	const batches, chunksPerBatch = 200, 3
+	budget := &flowControl{high: 1 << 30}
+	a := &partitionAcks{topic: "t", partition: 0, budget: budget}
+	acks := make([]*batchAck, batches)
+	for i := range acks {
+		acks[i] = a.track(int64(i*10), eo(int64(i*10+9)), 64)
+		for range chunksPerBatch {
+			acks[i].hold()
+		}
+	}
+	var wg sync.WaitGroup
+	for c := range chunksPerBatch + 1 { // the chunks' goroutines and the worker's
+		order := rand.New(rand.NewPCG(uint64(c), 1)).Perm(batches) // each its own order
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for _, i := range order {
+				acks[i].Done()
+			}
+		}()
+	}
+	wg.Wait()
+	if wm, ok := a.watermark(); !ok || wm.Offset != batches*10 {
+		t.Errorf("watermark %d (set %v), want %d", wm.Offset, ok, batches*10)
+	}
+	if got := budget.inflight.Load(); got != 0 {
+		t.Errorf("budget holds %d bytes, want 0", got)
+	}
+	if got := a.inflight.Load(); got != 0 {
+		t.Errorf("%d batches in flight, want 0", got)
+	}
+}
+
+// TestRevokeWaitsForInFlightRows: a revoke waits (waitIdle) for the
+// partition's batches to be done, commits the watermark and then abandons
+// what is left; a batch whose chunk never lands keeps its records out of
+// the commit, and gives its bytes back to the budget when abandoned.
+func TestRevokeWaitsForInFlightRows(t *testing.T) {
+	tests := []struct {
+		name     string
+		landed   []bool // per batch: its chunk lands before the revoke
+		wantIdle bool
+		wantWM   int64 // -1 for none
+	}{
+		{"everything landed", []bool{true, true, true}, true, 30},
+		{"the last chunk is stuck", []bool{true, true, false}, false, 20},
+		{"the first chunk is stuck", []bool{false, true, true}, false, -1},
+		{"nothing landed", []bool{false, false, false}, false, -1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			budget := &flowControl{high: 1 << 30}
+			a := &partitionAcks{topic: "t", partition: 0, budget: budget}
+			for i, landed := range tc.landed {
+				b := a.track(int64(i*10), eo(int64(i*10+9)), 100)
+				b.hold()
+				b.Done() // the worker is done with it
+				if landed {
+					b.Done()
+				}
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+			defer cancel()
+			if idle := a.waitIdle(ctx); idle != tc.wantIdle {
+				t.Errorf("waitIdle = %v, want %v", idle, tc.wantIdle)
+			}
+			wm, ok := a.watermark()
+			if got := map[bool]int64{true: wm.Offset, false: -1}[ok]; got != tc.wantWM {
+				t.Errorf("watermark to commit %d, want %d", got, tc.wantWM)
+			}
+			a.abandon()
+			if got := budget.inflight.Load(); got != 0 {
+				t.Errorf("budget holds %d bytes after the revoke, want 0", got)
+			}
+			ctx, cancel = context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			if idle := a.waitIdle(ctx); !idle {
+				t.Errorf("waitIdle after abandon: %d batches in flight, want none", a.inflight.Load())
+			}
+		})
 	}
 }

@@ -60,10 +60,9 @@ type partitionWorker struct {
 	marks    []int
 	openedAt time.Time // when the first row went into an open block
 
-	traps []time.Time // recent module failures, for the crash-loop check
-	// failedCalls are the recent calls that failed and how long each
-	// took, for the crash-loop check's bound on the time failures burn.
-	failedCalls []failedCall
+	// crash counts the module's recent failures and failed calls, for the
+	// crash-loop check.
+	crash crashLoop
 	// slotWait observes the waits for a call slot of the route's tenant.
 	slotWait prometheus.Observer
 	// peakOpen is the most output the worker's open blocks have held
@@ -389,8 +388,7 @@ func (w *partitionWorker) pickVersion() error {
 			"from", w.mv.module.SHA256, "to", cur.module.SHA256)
 	}
 	w.mv = cur
-	w.traps = w.traps[:0]
-	w.failedCalls = w.failedCalls[:0]
+	w.crash.reset()
 	return nil
 }
 
@@ -477,26 +475,16 @@ func (w *partitionWorker) discardInstance() {
 	}
 }
 
-// failedCall is one call into the module that failed.
-type failedCall struct {
-	at   time.Time
-	took time.Duration
-}
-
 // moduleFailed counts a failure of the module (a poison record or an
 // instance that would not start) and, when the module keeps failing, pauses
 // the partition for the cool-down. It returns errWorkerStopped when the
 // worker is told to stop meanwhile, and ctx's error when it ends.
 func (w *partitionWorker) moduleFailed(ctx context.Context, cause error) error {
-	now := time.Now()
-	w.traps = append(w.traps, now)
-	for len(w.traps) > 0 && now.Sub(w.traps[0]) > time.Minute {
-		w.traps = w.traps[1:]
-	}
-	if len(w.traps) <= w.route.maxTraps {
+	n, cool := w.crash.moduleFailed(time.Now(), w.route.maxTraps)
+	if !cool {
 		return nil
 	}
-	return w.coolDown(ctx, cause, "failures_last_minute", len(w.traps))
+	return w.coolDown(ctx, cause, "failures_last_minute", n)
 }
 
 // callFailed counts the time a failed call took. Bisection makes several
@@ -507,19 +495,8 @@ func (w *partitionWorker) moduleFailed(ctx context.Context, cause error) error {
 // cools down: the budget bounds the CPU a failing module burns as well as
 // the records it poisons.
 func (w *partitionWorker) callFailed(ctx context.Context, took time.Duration, cause error) error {
-	now := time.Now()
-	w.failedCalls = append(w.failedCalls, failedCall{at: now, took: took})
-	var sum time.Duration
-	n := 0
-	for _, c := range w.failedCalls {
-		if now.Sub(c.at) <= time.Minute {
-			w.failedCalls[n] = c
-			n++
-			sum += c.took
-		}
-	}
-	w.failedCalls = w.failedCalls[:n]
-	if sum <= time.Duration(w.route.maxTraps+1)*w.mv.module.Limits.Deadline {
+	sum, cool := w.crash.callFailed(time.Now(), took, w.route.maxTraps, w.mv.module.Limits.Deadline)
+	if !cool {
 		return nil
 	}
 	return w.coolDown(ctx, cause, "failed_call_time_last_minute", sum)
@@ -534,8 +511,7 @@ func (w *partitionWorker) coolDown(ctx context.Context, cause error, why string,
 	w.p.stats.modulePauses.Add(1)
 	w.p.setModulePaused(w.tp, true)
 	defer w.p.setModulePaused(w.tp, false)
-	w.traps = w.traps[:0]
-	w.failedCalls = w.failedCalls[:0]
+	w.crash.reset()
 	t := time.NewTimer(cool)
 	defer t.Stop()
 	select {

@@ -50,6 +50,27 @@ func logNormalize(t *testing.T) []byte {
 	return logNormalizeWasm
 }
 
+var (
+	workerRuntimeOnce sync.Once
+	workerRuntime     *wasmhost.Runtime
+	workerRuntimeErr  error
+)
+
+// sharedWorkerRuntime is the module host of every workerTestPipeline in
+// this test binary, never closed: compiling log-normalize takes wazero
+// seconds, and one runtime compiles a module once for all the tests.
+func sharedWorkerRuntime(t *testing.T) *wasmhost.Runtime {
+	t.Helper()
+	workerRuntimeOnce.Do(func() {
+		workerRuntime, workerRuntimeErr = wasmhost.NewRuntime(context.Background(),
+			wasmhost.Config{Logger: slog.New(slog.DiscardHandler)})
+	})
+	if workerRuntimeErr != nil {
+		t.Fatal(workerRuntimeErr)
+	}
+	return workerRuntime
+}
+
 // versionOnlyServer answers what clickhouse.New asks over HTTP, so that a
 // sink exists for tests that never insert.
 func versionOnlyServer(t *testing.T) string {
@@ -84,10 +105,7 @@ func workerTestPipeline(t *testing.T, maxTraps int, cooldown time.Duration) (*Pi
 		t.Fatal(err)
 	}
 	t.Cleanup(p.client.Close)
-	if p.rt, err = wasmhost.NewRuntime(ctx, wasmhost.Config{Logger: log}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.rt.Close(context.Background()) })
+	p.rt = sharedWorkerRuntime(t)
 	m, err := p.rt.Load(ctx, "log-normalize", logNormalize(t))
 	if err != nil {
 		t.Fatal(err)

@@ -42,9 +42,10 @@ func TestMain(m *testing.M) {
 }
 
 // moduleWasm builds the Go guest module at repoRelDir once per test binary
-// and returns its bytes.
+// and returns its bytes. Under -short it skips tb: see skipGoCompile.
 func moduleWasm(tb testing.TB, repoRelDir string) []byte {
 	tb.Helper()
+	skipGoCompile(tb)
 	v, _ := builds.LoadOrStore(repoRelDir, &build{})
 	b := v.(*build)
 	b.once.Do(func() {
@@ -85,6 +86,16 @@ func newTestRuntime(tb testing.TB, cfg Config) *Runtime {
 func load(tb testing.TB, r *Runtime, dir string, lim Limits) *Module {
 	tb.Helper()
 	return loadBytes(tb, r, filepath.Base(dir), moduleWasm(tb, dir), lim)
+}
+
+// skipGoCompile skips tb under go test -short: compiling a Go guest module
+// (a few MB of wasm) takes wazero seconds, and the tests that do it make
+// most of this package's run time. Without -short they all run.
+func skipGoCompile(tb testing.TB) {
+	tb.Helper()
+	if testing.Short() {
+		tb.Skip("compiles a Go guest module, seconds each; -short runs only the fast tests")
+	}
 }
 
 func loadBytes(tb testing.TB, r *Runtime, name string, wasm []byte, lim Limits) *Module {

@@ -22,9 +22,13 @@ type builtModule struct {
 }
 
 // moduleT builds the module at dir (once per test binary) and writes it
-// into the test's temp dir.
+// into the test's temp dir. Under -short it skips t: every test that
+// builds a Go module has the CLI compile it, which takes wazero seconds.
 func moduleT(t *testing.T, dir string) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("the CLI compiles a Go guest module, seconds each; -short runs only the fast tests")
+	}
 	v, _ := builtModules.LoadOrStore(dir, &builtModule{})
 	m := v.(*builtModule)
 	m.once.Do(func() {

@@ -18,7 +18,9 @@
 //
 // ClickHouseT and KafkaT are the test helpers: they start a service, register
 // Close with t.Cleanup and fail the test, with an install hint, when the
-// software is missing. They never skip: a missing service is a broken test
-// machine, not a reason to test less. Install everything with
-// `go tool task deps` or scripts/deps.sh.
+// software is missing. They never skip because of it: a missing service is
+// a broken test machine, not a reason to test less. Install everything with
+// `go tool task deps` or scripts/deps.sh. Under go test -short they skip
+// (SkipShort), before looking for any software: -short runs only the
+// hermetic tests, which need no server.
 package testinfra

@@ -3,8 +3,10 @@ package testinfra
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"net"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -271,6 +273,62 @@ func TestMissingSoftwareErrors(t *testing.T) {
 	}
 }
 
+// outcomeTB is a testing.TB that records whether a helper skipped or
+// failed; like testing.T, both end the goroutine that called them.
+type outcomeTB struct {
+	testing.TB
+	skipped, failed string
+}
+
+func (o *outcomeTB) Helper() {}
+
+func (o *outcomeTB) Skip(args ...any) {
+	o.skipped = fmt.Sprint(args...)
+	runtime.Goexit()
+}
+
+func (o *outcomeTB) Fatalf(format string, args ...any) {
+	o.failed = fmt.Sprintf(format, args...)
+	runtime.Goexit()
+}
+
+// TestHelpersSkipOnlyUnderShort: under -short ClickHouseT and KafkaT skip
+// before looking for any software; without it, missing software fails the
+// test with the install hint, as strictly as ever. It sets test.short, so
+// it must not run in parallel: t.Parallel tests wait for it to return.
+func TestHelpersSkipOnlyUnderShort(t *testing.T) {
+	short := flag.Lookup("test.short").Value
+	was := short.String()
+	t.Cleanup(func() { _ = short.Set(was) })
+	helpers := map[string]func(testing.TB){
+		"ClickHouseT": func(tb testing.TB) { ClickHouseT(tb, ClickHouseOptions{Binary: "/nonexistent/clickhouse-server"}) },
+		"KafkaT":      func(tb testing.TB) { KafkaT(tb, KafkaOptions{Java: "/nonexistent/java"}) },
+	}
+	for name, start := range helpers {
+		for _, tc := range []struct {
+			short    string
+			wantSkip bool
+		}{{"true", true}, {"false", false}} {
+			if err := short.Set(tc.short); err != nil {
+				t.Fatal(err)
+			}
+			o := &outcomeTB{TB: t}
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				start(o)
+			}()
+			<-done
+			switch {
+			case tc.wantSkip && (o.skipped == "" || o.failed != ""):
+				t.Errorf("%s with -short=%s: skipped %q, failed %q; want a skip", name, tc.short, o.skipped, o.failed)
+			case !tc.wantSkip && (o.skipped != "" || !strings.Contains(o.failed, "go tool task deps")):
+				t.Errorf("%s with -short=%s: skipped %q, failed %q; want a failure with the install hint", name, tc.short, o.skipped, o.failed)
+			}
+		}
+	}
+}
+
 func TestClickHouseStartFailureShowsLog(t *testing.T) {
 	t.Parallel()
 	EachServer(t, func(t *testing.T, server Server) {
@@ -290,6 +348,7 @@ func TestClickHouseStartFailureShowsLog(t *testing.T) {
 // TestClickHousePortInUse: a server whose port is taken fails to start
 // with an error that says so, instead of answering on someone else's port.
 func TestClickHousePortInUse(t *testing.T) {
+	SkipShort(t)
 	t.Parallel()
 	busy, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -346,6 +405,7 @@ func TestLegacyCapabilities(t *testing.T) {
 }
 
 func TestKafkaStartFailure(t *testing.T) {
+	SkipShort(t)
 	t.Parallel()
 	busy, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

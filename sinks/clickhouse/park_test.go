@@ -212,15 +212,16 @@ func TestCloseWhileSendWaits(t *testing.T) {
 	sent := make(chan error, 1)
 	go func() {
 		// The worker's failing insert takes what comes during its linger;
-		// then one chunk fills the queue and the next Send waits.
-		for range 100 {
+		// then one chunk fills the queue and the next Send waits. Send until
+		// then, however many chunks the linger takes: a fixed count can all
+		// fit into the first insert, and the queue never fills.
+		for {
 			if err := s.Send(ctx, chunkOf(t, s, tbl, 10, countAckT{&acks})); err != nil {
 				sent <- err
 				return
 			}
 			sentOK.Add(1)
 		}
-		sent <- nil
 	}()
 	waitUntil(t, "a full queue", s.QueueFull)
 	select {
