@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -257,6 +258,18 @@ func ParseConfig(raw []byte, lookup func(string) (string, bool)) (Config, error)
 		return Config{}, err
 	}
 	return cfg, nil
+}
+
+// validated returns cfg with its defaults applied and every field checked,
+// leaving cfg itself and the slices it shares with its caller unchanged:
+// New keeps the result, which nothing changes afterwards.
+func validated(cfg Config) (Config, error) {
+	cfg.Tenants = slices.Clone(cfg.Tenants)
+	for i := range cfg.Tenants {
+		cfg.Tenants[i].Pipelines = slices.Clone(cfg.Tenants[i].Pipelines)
+	}
+	err := cfg.Validate()
+	return cfg, err
 }
 
 // Validate applies defaults and checks every field, naming the one at fault.

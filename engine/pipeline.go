@@ -84,7 +84,8 @@ func (tp topicPartition) String() string { return fmt.Sprintf("%s/%d", tp.topic,
 // New loads the module, connects to ClickHouse and Kafka and checks that the
 // module accepts the target tables. Every failure names what failed.
 func New(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) (*Pipeline, error) {
-	if err := cfg.Validate(); err != nil {
+	cfg, err := validated(cfg)
+	if err != nil {
 		return nil, err
 	}
 	var o options
@@ -133,7 +134,6 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) (*Pi
 		}
 	}
 
-	var err error
 	if p.sink, err = clickhouse.New(ctx, cfg.ClickHouse, log); err != nil {
 		return nil, err
 	}

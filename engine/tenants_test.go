@@ -109,3 +109,28 @@ func TestTenantConfigErrorsNameTheField(t *testing.T) {
 		t.Errorf("admin without tenants: %v", err)
 	}
 }
+
+// TestValidatedLeavesTheCallersConfig: New validates a copy of its config;
+// the caller's value, and the tenant slices it shares with that copy, are
+// not changed by the defaults validation applies.
+func TestValidatedLeavesTheCallersConfig(t *testing.T) {
+	cfg := Config{Kafka: KafkaConfig{Brokers: []string{"127.0.0.1:9092"}, Group: "g"},
+		DeadLetter: DeadLetterConfig{Topic: "dlq"},
+		Admin:      AdminConfig{StoreDir: t.TempDir()},
+		Tenants: []TenantConfig{{ID: "acme", Pipelines: []TenantPipelineConfig{{Name: "logs", Topics: []string{"logs"},
+			Tables: []string{"logs"}, Module: TenantModuleConfig{Path: "./mods/../acme.wasm"}}}}}}
+	cfg.ClickHouse.Addr = "127.0.0.1:9000"
+	got, err := validated(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := got.Tenants[0].Pipelines[0].Module.Path; p != "acme.wasm" {
+		t.Errorf("validated module path %q, want it cleaned", p)
+	}
+	if p := cfg.Tenants[0].Pipelines[0].Module.Path; p != "./mods/../acme.wasm" {
+		t.Errorf("the caller's module path became %q", p)
+	}
+	if cfg.Kafka.ClientID != "" || cfg.MemoryLimit != 0 {
+		t.Errorf("the caller's config got defaults: client id %q, memory limit %d", cfg.Kafka.ClientID, cfg.MemoryLimit)
+	}
+}
