@@ -13,11 +13,11 @@ import (
 	"text/tabwriter"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/internal/lagmetrics"
 )
 
 const statusUsage = `sluice status shows, per pipeline and table, where the time from a record's
@@ -66,7 +66,7 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	target := metricsURL(*url)
-	read := func() (map[lagKey]*lagSeries, error) {
+	read := func() (map[lagmetrics.Key]*lagmetrics.Lag, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 		defer cancel()
 		return scrapeLag(ctx, target)
@@ -97,26 +97,7 @@ func metricsURL(s string) string {
 	return "http://" + s + "/metrics"
 }
 
-// lagKey names one pipeline's table.
-type lagKey struct{ pipeline, table string }
-
-// lagHist is one classic histogram: cumulative bucket counts by upper
-// bound, the last bound +Inf.
-type lagHist struct {
-	count  uint64
-	sum    float64
-	bounds []float64
-	cum    []uint64
-}
-
-// lagSeries are the end-to-end histogram of one pipeline's table and its
-// stages'.
-type lagSeries struct {
-	endToEnd lagHist
-	stages   map[string]lagHist
-}
-
-func scrapeLag(ctx context.Context, url string) (map[lagKey]*lagSeries, error) {
+func scrapeLag(ctx context.Context, url string) (map[lagmetrics.Key]*lagmetrics.Lag, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
@@ -137,138 +118,55 @@ func scrapeLag(ctx context.Context, url string) (map[lagKey]*lagSeries, error) {
 }
 
 // parseLag reads the lag histograms out of Prometheus text.
-func parseLag(r io.Reader) (map[lagKey]*lagSeries, error) {
+func parseLag(r io.Reader) (map[lagmetrics.Key]*lagmetrics.Lag, error) {
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := parser.TextToMetricFamilies(r)
 	if err != nil {
 		return nil, err
 	}
-	e2e, stages := fams["sluice_end_to_end_seconds"], fams["sluice_stage_seconds"]
-	if e2e == nil || stages == nil {
-		return nil, fmt.Errorf("no sluice_end_to_end_seconds and sluice_stage_seconds histograms (a sluice without the lag metrics, or not sluice)")
-	}
-	out := map[lagKey]*lagSeries{}
-	series := func(m *dto.Metric) *lagSeries {
-		k := lagKey{label(m, "pipeline"), label(m, "table")}
-		s := out[k]
-		if s == nil {
-			s = &lagSeries{stages: map[string]lagHist{}}
-			out[k] = s
-		}
-		return s
-	}
-	for _, m := range e2e.Metric {
-		if m.Histogram != nil {
-			series(m).endToEnd = histOf(m.Histogram)
-		}
-	}
-	for _, m := range stages.Metric {
-		if m.Histogram != nil {
-			series(m).stages[label(m, "stage")] = histOf(m.Histogram)
-		}
-	}
-	return out, nil
-}
-
-func label(m *dto.Metric, name string) string {
-	for _, l := range m.Label {
-		if l.GetName() == name {
-			return l.GetValue()
-		}
-	}
-	return ""
-}
-
-func histOf(h *dto.Histogram) lagHist {
-	out := lagHist{count: h.GetSampleCount(), sum: h.GetSampleSum()}
-	for _, b := range h.Bucket {
-		out.bounds = append(out.bounds, b.GetUpperBound())
-		out.cum = append(out.cum, b.GetCumulativeCount())
-	}
-	if n := len(out.bounds); n == 0 || !math.IsInf(out.bounds[n-1], 1) {
-		out.bounds = append(out.bounds, math.Inf(1))
-		out.cum = append(out.cum, out.count)
-	}
-	return out
+	return lagmetrics.FromFamilies(fams)
 }
 
 // minus is h's samples since earlier, h itself when the two do not
 // compare (the instance restarted, or the buckets changed).
-func (h lagHist) minus(earlier lagHist) lagHist {
-	if earlier.count > h.count || !slices.Equal(earlier.bounds, h.bounds) {
-		return h
+func minus(h, earlier lagmetrics.Histogram) lagmetrics.Histogram {
+	if d, err := h.Since(earlier); err == nil {
+		return d
 	}
-	d := lagHist{count: h.count - earlier.count, sum: h.sum - earlier.sum, bounds: h.bounds, cum: make([]uint64, len(h.cum))}
-	for i := range h.cum {
-		d.cum[i] = h.cum[i] - min(earlier.cum[i], h.cum[i])
-	}
-	return d
+	return h
 }
 
 // lagDelta is the samples of now since before, series by series.
-func lagDelta(before, now map[lagKey]*lagSeries) map[lagKey]*lagSeries {
-	out := map[lagKey]*lagSeries{}
+func lagDelta(before, now map[lagmetrics.Key]*lagmetrics.Lag) map[lagmetrics.Key]*lagmetrics.Lag {
+	out := map[lagmetrics.Key]*lagmetrics.Lag{}
 	for k, s := range now {
 		b, ok := before[k]
-		if !ok || b.endToEnd.count > s.endToEnd.count {
+		if !ok || b.EndToEnd.Count > s.EndToEnd.Count {
 			out[k] = s
 			continue
 		}
-		d := &lagSeries{endToEnd: s.endToEnd.minus(b.endToEnd), stages: map[string]lagHist{}}
-		for name, h := range s.stages {
-			d.stages[name] = h.minus(b.stages[name])
+		d := &lagmetrics.Lag{EndToEnd: minus(s.EndToEnd, b.EndToEnd), Stages: map[string]lagmetrics.Histogram{}}
+		for name, h := range s.Stages {
+			d.Stages[name] = minus(h, b.Stages[name])
 		}
 		out[k] = d
 	}
 	return out
 }
 
-func (h lagHist) mean() float64 { return h.sum / float64(h.count) }
-
-// quantile is the q-quantile estimated as Prometheus' histogram_quantile
-// does: linear within the bucket the rank falls in, the first bucket
-// starting at 0. above is set when the rank falls in the +Inf bucket; the
-// estimate is then the last finite bound.
-func (h lagHist) quantile(q float64) (v float64, above bool) {
-	if h.count == 0 {
-		return math.NaN(), false
-	}
-	rank := q * float64(h.count)
-	for i, c := range h.cum {
-		if float64(c) < rank {
-			continue
-		}
-		if math.IsInf(h.bounds[i], 1) {
-			if i == 0 {
-				return math.NaN(), true
-			}
-			return h.bounds[i-1], true
-		}
-		lower, below := 0.0, uint64(0)
-		if i > 0 {
-			lower, below = h.bounds[i-1], h.cum[i-1]
-		}
-		if c == below {
-			return h.bounds[i], false
-		}
-		return lower + (h.bounds[i]-lower)*(rank-float64(below))/float64(c-below), false
-	}
-	return h.bounds[len(h.bounds)-1], false
-}
-
 // renderStatus prints one table per pipeline and table, sorted by them.
 // A sample is the rows of one polled batch that one chunk carried, timed
 // from the batch's oldest record.
-func renderStatus(w io.Writer, lag map[lagKey]*lagSeries, window time.Duration) {
-	keys := make([]lagKey, 0, len(lag))
+func renderStatus(w io.Writer, lag map[lagmetrics.Key]*lagmetrics.Lag, window time.Duration) {
+	keys := make([]lagmetrics.Key, 0, len(lag))
 	for k := range lag {
 		keys = append(keys, k)
 	}
-	slices.SortFunc(keys, func(a, b lagKey) int {
-		if c := strings.Compare(a.pipeline, b.pipeline); c != 0 {
+	slices.SortFunc(keys, func(a, b lagmetrics.Key) int {
+		if c := strings.Compare(a.Pipeline, b.Pipeline); c != 0 {
 			return c
 		}
-		return strings.Compare(a.table, b.table)
+		return strings.Compare(a.Table, b.Table)
 	})
 	span := "since the instance started"
 	if window > 0 {
@@ -282,35 +180,35 @@ func renderStatus(w io.Writer, lag map[lagKey]*lagSeries, window time.Duration) 
 			fmt.Fprintln(w)
 		}
 		s := lag[k]
-		if s.endToEnd.count == 0 {
-			fmt.Fprintf(w, "%s → %s: no inserts %s\n", k.pipeline, k.table, span)
+		if s.EndToEnd.Count == 0 {
+			fmt.Fprintf(w, "%s → %s: no inserts %s\n", k.Pipeline, k.Table, span)
 			continue
 		}
-		fmt.Fprintf(w, "%s → %s: %d samples %s\n", k.pipeline, k.table, s.endToEnd.count, span)
+		fmt.Fprintf(w, "%s → %s: %d samples %s\n", k.Pipeline, k.Table, s.EndToEnd.Count, span)
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "stage     \tmean\tp50\tp99\tshare\t")
 		top, topSum := "", -1.0
 		for _, name := range lagStageNames {
-			h, ok := s.stages[name]
+			h, ok := s.Stages[name]
 			if !ok {
 				continue
 			}
-			fmt.Fprintf(tw, "%-10s\t%s\t%s\t%s\t%s\t\n", name, durationText(h.mean()), quantileText(h, 0.5), quantileText(h, 0.99), share(h.sum, s.endToEnd.sum))
-			if h.sum > topSum {
-				top, topSum = name, h.sum
+			fmt.Fprintf(tw, "%-10s\t%s\t%s\t%s\t%s\t\n", name, durationText(h.Mean()), quantileText(h, 0.5), quantileText(h, 0.99), share(h.Sum, s.EndToEnd.Sum))
+			if h.Sum > topSum {
+				top, topSum = name, h.Sum
 			}
 		}
-		e := s.endToEnd
-		fmt.Fprintf(tw, "end-to-end\t%s\t%s\t%s\t%s\t\n", durationText(e.mean()), quantileText(e, 0.5), quantileText(e, 0.99), share(e.sum, e.sum))
+		e := s.EndToEnd
+		fmt.Fprintf(tw, "end-to-end\t%s\t%s\t%s\t%s\t\n", durationText(e.Mean()), quantileText(e, 0.5), quantileText(e, 0.99), share(e.Sum, e.Sum))
 		tw.Flush()
 		if top != "" {
-			fmt.Fprintf(w, "most time: %s (%s): %s\n", top, share(topSum, e.sum), stageHints[top])
+			fmt.Fprintf(w, "most time: %s (%s): %s\n", top, share(topSum, e.Sum), stageHints[top])
 		}
 	}
 }
 
-func quantileText(h lagHist, q float64) string {
-	v, above := h.quantile(q)
+func quantileText(h lagmetrics.Histogram, q float64) string {
+	v, above := h.Quantile(q)
 	if above {
 		return "> " + durationText(v)
 	}

@@ -11,11 +11,13 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/lagmetrics"
 )
 
 var updateStatus = flag.Bool("update-status", false, "rewrite cmd/sluice/testdata/status-*.golden")
 
-func readLagFile(t *testing.T, name string) map[lagKey]*lagSeries {
+func readLagFile(t *testing.T, name string) map[lagmetrics.Key]*lagmetrics.Lag {
 	t.Helper()
 	f, err := os.Open("testdata/" + name)
 	if err != nil {
@@ -37,27 +39,27 @@ func TestParseLag(t *testing.T) {
 	if len(lag) != 3 {
 		t.Fatalf("%d series, want 3: %v", len(lag), lag)
 	}
-	s := lag[lagKey{"log-normalize", "default.logs"}]
+	s := lag[lagmetrics.Key{Pipeline: "log-normalize", Table: "default.logs"}]
 	if s == nil {
 		t.Fatal("no log-normalize → default.logs")
 	}
-	if e := s.endToEnd; e.count != 100 || e.sum != 150 || len(e.bounds) != 6 || !math.IsInf(e.bounds[5], 1) ||
-		e.bounds[3] != 1 || e.cum[3] != 20 || e.cum[4] != 90 {
+	if e := s.EndToEnd; e.Count != 100 || e.Sum != 150 || len(e.Bounds) != 6 || !math.IsInf(e.Bounds[5], 1) ||
+		e.Bounds[3] != 1 || e.Cumulative[3] != 20 || e.Cumulative[4] != 90 {
 		t.Errorf("end-to-end %+v", e)
 	}
 	sum := 0.0
 	for _, name := range lagStageNames {
-		h, ok := s.stages[name]
-		if !ok || h.count != 100 {
+		h, ok := s.Stages[name]
+		if !ok || h.Count != 100 {
 			t.Errorf("stage %s: %+v", name, h)
 		}
-		sum += h.sum
+		sum += h.Sum
 	}
 	if sum != 150 {
 		t.Errorf("stage sums add up to %v, want 150", sum)
 	}
-	if b := s.stages["broker"]; b.cum[0] != 10 || b.cum[4] != 80 {
-		t.Errorf("broker buckets %v", b.cum)
+	if b := s.Stages["broker"]; b.Cumulative[0] != 10 || b.Cumulative[4] != 80 {
+		t.Errorf("broker buckets %v", b.Cumulative)
 	}
 	for _, text := range []string{"", "go_goroutines 1\n", "# TYPE sluice_end_to_end_seconds histogram\nsluice_end_to_end_seconds_count 1\n"} {
 		if _, err := parseLag(strings.NewReader(text)); err == nil {
@@ -70,7 +72,7 @@ func TestParseLag(t *testing.T) {
 // out by hand, as Prometheus' histogram_quantile gives them.
 func TestLagQuantile(t *testing.T) {
 	inf := math.Inf(1)
-	h := lagHist{count: 60, bounds: []float64{0.001, 0.01, 0.1, 1, 10, inf}, cum: []uint64{0, 0, 0, 15, 60, 60}}
+	h := lagmetrics.Histogram{Count: 60, Bounds: []float64{0.001, 0.01, 0.1, 1, 10, inf}, Cumulative: []uint64{0, 0, 0, 15, 60, 60}}
 	for _, tc := range []struct {
 		q     float64
 		want  float64
@@ -81,16 +83,16 @@ func TestLagQuantile(t *testing.T) {
 		{0.25, 1, false},    // rank 15: the top of the 1 s bucket
 		{0.1, 0.46, false},  // rank 6 in (0.1, 1]: 0.1 + 0.9 × 6/15
 	} {
-		got, above := h.quantile(tc.q)
+		got, above := h.Quantile(tc.q)
 		if math.Abs(got-tc.want) > 1e-12 || above != tc.above {
 			t.Errorf("q%v = %v (above %v), want %v", tc.q, got, above, tc.want)
 		}
 	}
-	behind := lagHist{count: 4, bounds: []float64{1, 10, inf}, cum: []uint64{0, 1, 4}}
-	if v, above := behind.quantile(0.5); v != 10 || !above {
+	behind := lagmetrics.Histogram{Count: 4, Bounds: []float64{1, 10, inf}, Cumulative: []uint64{0, 1, 4}}
+	if v, above := behind.Quantile(0.5); v != 10 || !above {
 		t.Errorf("a median in the +Inf bucket: %v above %v, want > 10", v, above)
 	}
-	if v, _ := (lagHist{}).quantile(0.5); !math.IsNaN(v) {
+	if v, _ := (lagmetrics.Histogram{}).Quantile(0.5); !math.IsNaN(v) {
 		t.Errorf("quantile of no samples = %v", v)
 	}
 }
@@ -100,21 +102,21 @@ func TestLagQuantile(t *testing.T) {
 // taken whole.
 func TestLagDelta(t *testing.T) {
 	d := lagDelta(readLagFile(t, "status-before.txt"), readLagFile(t, "status-after.txt"))
-	s := d[lagKey{"log-normalize", "default.logs"}]
-	if e := s.endToEnd; e.count != 60 || e.sum != 50 || e.cum[3] != 15 || e.cum[5] != 60 {
+	s := d[lagmetrics.Key{Pipeline: "log-normalize", Table: "default.logs"}]
+	if e := s.EndToEnd; e.Count != 60 || e.Sum != 50 || e.Cumulative[3] != 15 || e.Cumulative[5] != 60 {
 		t.Errorf("window end-to-end %+v", e)
 	}
-	if b := s.stages["broker"]; b.count != 60 || b.sum != 20 || b.cum[0] != 5 {
+	if b := s.Stages["broker"]; b.Count != 60 || b.Sum != 20 || b.Cumulative[0] != 5 {
 		t.Errorf("window broker %+v", b)
 	}
-	if n := d[lagKey{"acme/logs", "default.events"}].endToEnd.count; n != 0 {
+	if n := d[lagmetrics.Key{Pipeline: "acme/logs", Table: "default.events"}].EndToEnd.Count; n != 0 {
 		t.Errorf("a series without new samples has %d in the window", n)
 	}
-	if n := d[lagKey{"acme/metrics", "default.points"}].endToEnd.count; n != 4 {
+	if n := d[lagmetrics.Key{Pipeline: "acme/metrics", Table: "default.points"}].EndToEnd.Count; n != 4 {
 		t.Errorf("a series new in the second read has %d samples, want its 4", n)
 	}
 	restarted := lagDelta(readLagFile(t, "status-after.txt"), readLagFile(t, "status-before.txt"))
-	if n := restarted[lagKey{"log-normalize", "default.logs"}].endToEnd.count; n != 40 {
+	if n := restarted[lagmetrics.Key{Pipeline: "log-normalize", Table: "default.logs"}].EndToEnd.Count; n != 40 {
 		t.Errorf("after a restart the window has %d samples, want the second read's 40", n)
 	}
 }
@@ -125,7 +127,7 @@ func TestRenderStatus(t *testing.T) {
 	before, after := readLagFile(t, "status-before.txt"), readLagFile(t, "status-after.txt")
 	for _, tc := range []struct {
 		golden string
-		lag    map[lagKey]*lagSeries
+		lag    map[lagmetrics.Key]*lagmetrics.Lag
 		window time.Duration
 	}{
 		{"status-window.golden", lagDelta(before, after), 10 * time.Second},

@@ -116,7 +116,7 @@ func checkLag(t *testing.T, what string, l *Lag) {
 	}
 	prev := 0.0
 	for _, q := range Quantiles {
-		v := e.Quantile(q.Q)
+		v := quantile(e, q.Q)
 		if math.IsNaN(v) || v <= prev || v > e.Bounds[25] {
 			t.Errorf("%s: %s = %g after %g", what, q.Name, v, prev)
 		}

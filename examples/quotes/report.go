@@ -36,7 +36,7 @@ func (r *Report) Ratio(table string, q float64) float64 {
 	if len(r.Runs) < 2 {
 		return math.NaN()
 	}
-	return r.Runs[0].Lag[table].EndToEnd.Quantile(q) / r.Runs[1].Lag[table].EndToEnd.Quantile(q)
+	return quantile(r.Runs[0].Lag[table].EndToEnd, q) / quantile(r.Runs[1].Lag[table].EndToEnd, q)
 }
 
 // Setup is one line saying what was run where.
@@ -72,7 +72,7 @@ func (r *Report) WriteText(w io.Writer) error {
 			l := run.Lag[t].EndToEnd
 			cells := []string{fmt.Sprint(run.Produced), fmt.Sprint(run.Landed[t]), fmt.Sprint(run.Inserted[t]), fmt.Sprint(l.Count)}
 			for _, q := range Quantiles {
-				cells = append(cells, ms(l.Quantile(q.Q)))
+				cells = append(cells, ms(quantile(l, q.Q)))
 			}
 			row(run.Routing+" "+t, append(cells, ms(l.Mean()))...)
 		}
@@ -190,7 +190,7 @@ func (r *Report) WriteSVG(w io.Writer) error {
 	for _, run := range r.Runs {
 		for _, t := range Tables {
 			for _, q := range Quantiles {
-				if v := run.Lag[t].EndToEnd.Quantile(q.Q); !math.IsNaN(v) {
+				if v := quantile(run.Lag[t].EndToEnd, q.Q); !math.IsNaN(v) {
 					peak = max(peak, v*1e3)
 				}
 			}
@@ -217,7 +217,7 @@ func (r *Report) WriteSVG(w io.Writer) error {
 			gx := x0 + groupGap + float64(qi)*(groupW+groupGap)
 			highest := 0.0
 			for ri, run := range r.Runs {
-				v := run.Lag[table].EndToEnd.Quantile(q.Q) * 1e3
+				v := quantile(run.Lag[table].EndToEnd, q.Q) * 1e3
 				if math.IsNaN(v) {
 					continue
 				}
