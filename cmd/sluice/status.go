@@ -6,15 +6,11 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
-
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/internal/lagmetrics"
@@ -98,19 +94,11 @@ func metricsURL(s string) string {
 }
 
 func scrapeLag(ctx context.Context, url string) (map[lagmetrics.Key]*lagmetrics.Lag, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	fams, err := lagmetrics.Scrape(ctx, url)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s: %s", url, resp.Status)
-	}
-	lag, err := parseLag(resp.Body)
+	lag, err := lagmetrics.FromFamilies(fams)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", url, err)
 	}
@@ -119,8 +107,7 @@ func scrapeLag(ctx context.Context, url string) (map[lagmetrics.Key]*lagmetrics.
 
 // parseLag reads the lag histograms out of Prometheus text.
 func parseLag(r io.Reader) (map[lagmetrics.Key]*lagmetrics.Lag, error) {
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := parser.TextToMetricFamilies(r)
+	fams, err := lagmetrics.Parse(r)
 	if err != nil {
 		return nil, err
 	}

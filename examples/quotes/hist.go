@@ -4,8 +4,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/internal/lagmetrics"
@@ -41,11 +40,15 @@ type Metrics struct {
 // ParseMetrics reads Prometheus text from sluice's /metrics, keeping the
 // lag histograms of pipeline.
 func ParseMetrics(r io.Reader, pipeline string) (*Metrics, error) {
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := parser.TextToMetricFamilies(r)
+	fams, err := lagmetrics.Parse(r)
 	if err != nil {
 		return nil, err
 	}
+	return metricsOf(fams, pipeline)
+}
+
+// metricsOf is what the runner reads of parsed metric families.
+func metricsOf(fams map[string]*dto.MetricFamily, pipeline string) (*Metrics, error) {
 	m := &Metrics{Lag: map[string]*Lag{}, Inserted: map[string]int64{}, ConsumerLag: map[string]int64{}}
 	lag, err := lagmetrics.FromFamilies(fams)
 	if err != nil {

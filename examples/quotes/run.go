@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/internal/lagmetrics"
 	"github.com/sluicehq/sluice/internal/testinfra"
 	"github.com/sluicehq/sluice/sinks/clickhouse"
 )
@@ -268,19 +269,11 @@ func (c *Cluster) waitLanded(ctx context.Context, n int64, sl *running) error {
 }
 
 func scrape(ctx context.Context, url string) (*Metrics, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	fams, err := lagmetrics.Scrape(ctx, url)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s: %s", url, resp.Status)
-	}
-	return ParseMetrics(resp.Body, "quotes")
+	return metricsOf(fams, "quotes")
 }
 
 // waitMetrics scrapes until ok, failing when nothing in /metrics moves

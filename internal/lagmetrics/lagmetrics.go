@@ -6,11 +6,16 @@
 package lagmetrics
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"math"
+	"net/http"
 	"slices"
 
 	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 // Histogram is one classic Prometheus histogram as scraped: cumulative
@@ -166,6 +171,33 @@ func FromFamilies(fams map[string]*dto.MetricFamily) (map[Key]*Lag, error) {
 		}
 	}
 	return out, nil
+}
+
+// Parse reads Prometheus text into its metric families.
+func Parse(r io.Reader) (map[string]*dto.MetricFamily, error) {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	return parser.TextToMetricFamilies(r)
+}
+
+// Scrape reads url (a sluice's /metrics) and parses it.
+func Scrape(ctx context.Context, url string) (map[string]*dto.MetricFamily, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	fams, err := Parse(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", url, err)
+	}
+	return fams, nil
 }
 
 // Label is the value of m's label name, "" without it.
