@@ -311,23 +311,28 @@ func (s *Sink) Send(ctx context.Context, c *Chunk) error {
 		s.releaseBlock(b)
 		return nil
 	}
-	n := 0
+	// Every part and its queue are picked before the first is queued: once
+	// the last part is inserted the block goes back to the pool, where the
+	// next Send may take and fill it while this one still looked at it.
+	var (
+		oneQueue [1]chan *part
+		onePart  [1]*part
+	)
+	queues, parts := oneQueue[:0], onePart[:0]
 	for i, p := range b.parts {
 		if p.rows > 0 {
 			if b.table.shards[i] == nil {
 				return fmt.Errorf("table %s was not returned by this sink's Table", b.table.FullName())
 			}
-			n++
+			queues = append(queues, b.table.shards[i].queue)
+			parts = append(parts, &part{chunk: c, sub: p})
 		}
 	}
-	c.pending.Store(int32(n))
-	for i, p := range b.parts {
-		if p.rows == 0 {
-			continue
-		}
+	c.pending.Store(int32(len(parts)))
+	for i, p := range parts {
 		s.inflightParts.Add(1)
 		select {
-		case b.table.shards[i].queue <- &part{chunk: c, sub: p}:
+		case queues[i] <- p:
 		case <-ctx.Done():
 			s.inflightParts.Add(-1)
 			return ctx.Err()
