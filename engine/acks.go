@@ -32,6 +32,8 @@ type partitionAcks struct {
 	inflight atomic.Int64 // batches not yet done
 	// abandoned is set once the partition is given up; guarded by mu.
 	abandoned bool
+	// eo is the partition's exactly-once state; nil for at least once.
+	eo *eoPartition
 }
 
 // batchAck is one polled batch of a partition. Pending counts the holds on

@@ -26,6 +26,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluicehq/sluice/internal/testinfra"
+	"github.com/sluicehq/sluice/sinks/clickhouse"
 )
 
 // The chaos harness runs the real sluice binary with two tenants against the
@@ -48,6 +49,10 @@ type chaosProfile struct {
 	flow       time.Duration // between faults, wait at most this long for a commit
 	shutdown   time.Duration // sluice's shutdown_timeout
 	skip       []string      // fault kinds left out (SLUICE_CHAOS_SKIP)
+	// eo runs sluice with delivery: exactly_once on ClickHouse 26.9, into
+	// tables with a deduplication window (SLUICE_CHAOS_DELIVERY): a seed
+	// then also fails on any duplicate.
+	eo bool
 }
 
 func chaosProfileFromEnv(t *testing.T) chaosProfile {
@@ -68,6 +73,13 @@ func chaosProfileFromEnv(t *testing.T) chaosProfile {
 		if n, err = strconv.Atoi(v); err != nil || n < 1 {
 			t.Fatalf("SLUICE_CHAOS_SEEDS=%q: want a count of seeds", v)
 		}
+	}
+	switch v := os.Getenv("SLUICE_CHAOS_DELIVERY"); v {
+	case "", "at_least_once":
+	case "exactly_once":
+		p.eo = true
+	default:
+		t.Fatalf("SLUICE_CHAOS_DELIVERY=%q: want at_least_once or exactly_once", v)
 	}
 	if v := os.Getenv("SLUICE_CHAOS_SKIP"); v != "" {
 		for _, k := range strings.Split(v, ",") {
@@ -257,7 +269,11 @@ func newChaosRun(t *testing.T, env *chaosEnv, prof chaosProfile, seed uint64) *c
 		if err := env.ch.Exec(ctx, "DROP TABLE IF EXISTS "+tn.table); err != nil {
 			t.Fatal(err)
 		}
-		if err := env.ch.Exec(ctx, fmt.Sprintf(chaosTableDDL, tn.table)); err != nil {
+		ddl := fmt.Sprintf(chaosTableDDL, tn.table)
+		if prof.eo {
+			ddl += fmt.Sprintf(" SETTINGS non_replicated_deduplication_window = %d", clickhouse.MinDedupWindow)
+		}
+		if err := env.ch.Exec(ctx, ddl); err != nil {
 			t.Fatal(err)
 		}
 		if err := env.kafka.CreateTopic(ctx, tn.topic, 4); err != nil {
@@ -338,6 +354,9 @@ tenants:
 		filepath.Join(r.dir, "store-"+name), tokenHash(chaosAdmToken), tokenHash(chaosAcmeToken),
 		r.acme.topic, r.acme.table, r.env.v1, r.acme.table,
 		r.beta.topic, r.beta.table, r.env.v1, r.beta.table)
+	if r.prof.eo {
+		cfg += "delivery: exactly_once\n"
+	}
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		r.t.Fatal(err)
 	}

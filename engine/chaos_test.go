@@ -53,7 +53,7 @@ func TestChaos(t *testing.T) {
 		v1:       wasmbuild.BuildVersionT(t, versionedModule, "v1"),
 		initFail: wasmbuild.BuildVersionT(t, "examples/adversarial/init-fails-later", "period=4"),
 		cacheDir: t.TempDir(),
-		ch:       testinfra.ClickHouseT(t),
+		ch:       testinfra.ClickHouseT(t, chaosServer(prof)),
 		kafka:    testinfra.KafkaT(t),
 	}
 	var (
@@ -118,6 +118,15 @@ func TestChaos(t *testing.T) {
 			r.mu.Unlock()
 		})
 	}
+}
+
+// chaosServer is the ClickHouse a chaos run uses: 26.9 for exactly-once
+// delivery (18.16 has no deduplication token), else the default.
+func chaosServer(prof chaosProfile) testinfra.ClickHouseOptions {
+	if prof.eo {
+		return testinfra.ClickHouseOptions{Server: testinfra.Modern}
+	}
+	return testinfra.ClickHouseOptions{}
 }
 
 var digits = regexp.MustCompile(`[0-9]+`)
@@ -262,6 +271,9 @@ func (r *chaosRun) verdict(checks []partitionCheck, left int64, how string) []st
 			}
 			t.Errorf("UNDELIVERED: %s; %d records above the committed offset neither landed nor dead-lettered after every fault was healed (%s): offsets %s",
 				detail, n, how, ranges(tail))
+		}
+		if r.prof.eo && c.rows > c.landed {
+			t.Errorf("DUPLICATES: %s; %d rows landed twice with exactly-once delivery", detail, c.rows-c.landed)
 		}
 		for _, b := range c.corrupt {
 			t.Errorf("CORRUPT: %s: %s", pk, b)

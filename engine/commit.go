@@ -23,6 +23,9 @@ func (p *Pipeline) commitLoop(ctx context.Context) {
 // not: committing an offset again is harmless, and a commit after a
 // rebalance or a broker restart must not rely on what an earlier one did.
 func (p *Pipeline) commitSync(ctx context.Context, tps []topicPartition) error {
+	if p.eo != nil {
+		return p.commitExactlyOnce(ctx, tps)
+	}
 	offsets := map[string]map[int32]kgo.EpochOffset{}
 	p.mu.Lock()
 	for tp, a := range p.acks {

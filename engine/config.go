@@ -36,6 +36,15 @@ type Config struct {
 	DeadLetter DeadLetterConfig `yaml:"dead_letter"`
 	// Observability configures the metrics/health listener and traces.
 	Observability ObservabilityConfig `yaml:"observability"`
+	// Delivery is "at_least_once" (default): a record is committed once its
+	// rows landed, and a crash, broker restart or rebalance inserts what
+	// was in flight again. "exactly_once" records each insert's offsets in
+	// the group's fenced offset commit before inserting it and replays a
+	// recorded insert with the same deduplication token, so that no row
+	// lands twice; it needs ClickHouse 22.2 or later and tables that keep
+	// a deduplication window of at least 1000 inserts, checked at startup
+	// (see docs/operations.md, "Exactly-once delivery").
+	Delivery string `yaml:"delivery"`
 	// ShutdownTimeout bounds the drain on SIGTERM: flush, insert, commit.
 	// Default 30s.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
@@ -397,6 +406,13 @@ func (c *Config) Validate() error {
 	}
 	if c.MemoryLimit == 0 {
 		c.MemoryLimit = 2*c.inflightBudget() + 256<<20
+	}
+	switch c.Delivery {
+	case "":
+		c.Delivery = DeliveryAtLeastOnce
+	case DeliveryAtLeastOnce, DeliveryExactlyOnce:
+	default:
+		return fmt.Errorf("delivery: %q is not one of %s, %s", c.Delivery, DeliveryAtLeastOnce, DeliveryExactlyOnce)
 	}
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = 30 * time.Second

@@ -15,11 +15,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluicehq/sluice/internal/loggen"
 	"github.com/sluicehq/sluice/internal/testinfra"
 	"github.com/sluicehq/sluice/internal/wasmbuild"
+	"github.com/sluicehq/sluice/sinks/clickhouse"
 )
 
 // The fault suite runs the real sluice binary against the real broker and
@@ -79,6 +81,9 @@ func buildSluice(t *testing.T) string {
 }
 
 type faultEnv struct {
+	// eo runs the suite with delivery: exactly_once, into tables that keep
+	// a deduplication window: every scenario must land each record once.
+	eo    bool
 	ch    *testinfra.ClickHouse
 	kafka *testinfra.Kafka
 	wasm  string
@@ -105,6 +110,9 @@ func (e *faultEnv) scenario(t *testing.T, name string, partitions int) *scenario
 	t.Helper()
 	s := &scenario{e: e, t: t, name: name, topic: "t_" + name, table: "logs_" + name, dir: t.TempDir(), chAddr: e.ch.Addr}
 	ddl := strings.Replace(readSchema(t), "CREATE TABLE logs", "CREATE TABLE "+s.table, 1)
+	if e.eo {
+		ddl = strings.TrimSpace(ddl) + fmt.Sprintf(" SETTINGS non_replicated_deduplication_window = %d", clickhouse.MinDedupWindow)
+	}
 	if err := e.ch.Exec(context.Background(), ddl); err != nil {
 		t.Fatal(err)
 	}
@@ -136,6 +144,9 @@ shutdown_timeout: 30s
 observability:
   listen: 127.0.0.1:0
 `, s.e.kafka.Addr, s.name, s.topic, faultBudget, instance, s.e.wasm, s.table, s.table, filepath.Join(s.dir, "cache"), s.chAddr)
+	if s.e.eo {
+		cfg += "delivery: exactly_once\n"
+	}
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		s.t.Fatal(err)
 	}
@@ -358,13 +369,27 @@ func TestFaults(t *testing.T) {
 	t.Parallel()
 	testinfra.EachServer(t, func(t *testing.T, server testinfra.Server) {
 		t.Parallel()
-		faultSuite(t, server)
+		faultSuite(t, server, false)
 	})
 }
 
-func faultSuite(t *testing.T, server testinfra.Server) {
+// TestFaultsExactlyOnce is the fault suite with delivery: exactly_once on
+// ClickHouse 26.9 (18.16 has no insert_deduplication_token, and the mode
+// refuses it), plus a member frozen past its session while another takes
+// its partitions: no scenario may land a record twice.
+func TestFaultsExactlyOnce(t *testing.T) {
+	testinfra.SkipShort(t)
+	t.Parallel()
+	faultSuite(t, testinfra.Modern, true)
+}
+
+func faultSuite(t *testing.T, server testinfra.Server, eo bool) {
 	name, prof := profile()
+	if eo {
+		name += ", delivery exactly_once"
+	}
 	e := &faultEnv{
+		eo:    eo,
 		bin:   buildSluice(t),
 		wasm:  wasmbuild.BuildT(t, "examples/log-normalize"),
 		ch:    testinfra.ClickHouseT(t, testinfra.ClickHouseOptions{Server: server}),
@@ -389,6 +414,13 @@ func faultSuite(t *testing.T, server testinfra.Server) {
 		dups := s.report(n)
 		// Duplicates can only come from what was inserted but not yet
 		// committed at each kill: at most three in-flight budgets' worth.
+		if e.eo && dups != 0 {
+			t.Errorf("%d duplicates after three kills with exactly-once delivery, want 0", dups)
+		}
+		if e.eo {
+			out, _ := os.ReadFile(p.log)
+			t.Logf("restarts that found recorded segments to replay: %d", strings.Count(string(out), "recorded segments to replay"))
+		}
 		if dups > 3*prof.rate*2 {
 			t.Errorf("%d duplicates is more than three kills' in-flight records could explain", dups)
 		}
@@ -402,6 +434,9 @@ func faultSuite(t *testing.T, server testinfra.Server) {
 		s.landed(produced, n)
 		p.term()
 		if dups := s.report(n); dups != 0 {
+			if e.eo {
+				t.Errorf("%d duplicates after a ClickHouse outage with exactly-once delivery, want 0", dups)
+			}
 			t.Logf("%d duplicates after the outage (retried inserts whose first attempt had landed)", dups)
 		}
 	})
@@ -413,7 +448,9 @@ func faultSuite(t *testing.T, server testinfra.Server) {
 		s.outage(e.kafka, 3*time.Second, 3*time.Second)
 		s.landed(produced, n)
 		p.term()
-		s.report(n)
+		if dups := s.report(n); dups != 0 && e.eo {
+			t.Errorf("%d duplicates after a broker restart with exactly-once delivery, want 0", dups)
+		}
 	})
 
 	t.Run("scale_out_and_in", func(t *testing.T) {
@@ -462,6 +499,106 @@ func faultSuite(t *testing.T, server testinfra.Server) {
 		proxy.SetRate(0)
 		s.waitDistinct(prof.backlog, 5*time.Minute)
 		p.term()
-		s.report(prof.backlog)
+		if dups := s.report(prof.backlog); dups != 0 && e.eo {
+			t.Errorf("%d duplicates after a throttled backlog with exactly-once delivery, want 0", dups)
+		}
 	})
+
+	if !e.eo {
+		return
+	}
+	t.Run("zombie", func(t *testing.T) {
+		// Member a freezes (SIGSTOP) past its 10 s session with rows in
+		// flight; b takes its partitions and replays what a recorded;
+		// then a resumes, still believing it owns them, and finds itself
+		// fenced. Nothing lands twice.
+		s := e.scenario(t, "zombie", 4)
+		// a's inserts take 1.5 s each way through a proxy, so that when
+		// it freezes it has segments recorded and not yet landed: b must
+		// replay them, and a's own inserts of them land meanwhile (the
+		// proxy delivers what a had sent while a is frozen).
+		proxy, err := testinfra.StartProxy(e.ch.Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer proxy.Close()
+		proxy.SetLatency(1500 * time.Millisecond)
+		// Records keep coming for 40 s: past the freeze, the session
+		// timeout and the rebalance.
+		produced := s.produce(0, n, n/40)
+		s.chAddr = proxy.Addr
+		a := s.start("a")
+		s.chAddr = e.ch.Addr
+		b := s.start("b")
+		time.Sleep(5 * time.Second)
+		if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		// Past the session timeout and the rebalance that follows it:
+		// b commits every partition, a's included.
+		s.waitAllCommitsMove(2 * time.Minute)
+		if err := a.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+			t.Fatal(err)
+		}
+		s.landed(produced, n)
+		a.term()
+		b.term()
+		if dups := s.report(n); dups != 0 {
+			t.Errorf("%d duplicates after a member was frozen past its session and resumed, want 0", dups)
+		}
+		logA, _ := os.ReadFile(a.log)
+		logB, _ := os.ReadFile(b.log)
+		if !strings.Contains(string(logA), "partitions lost") {
+			t.Errorf("member a, frozen past its session, never logged that it lost its partitions")
+		}
+		if !strings.Contains(string(logB), "recorded segments to replay") {
+			t.Errorf("member b never found segments a had recorded: the scenario did not test a replay")
+		}
+		t.Logf("member a: %d fenced commits or workers logged; member b: %d assignments with recorded segments to replay",
+			strings.Count(string(logA), "fenced"), strings.Count(string(logB), "recorded segments to replay"))
+	})
+}
+
+// waitAllCommitsMove waits until the committed offset of every partition
+// of the scenario's topic has moved past where it was when called.
+func (s *scenario) waitAllCommitsMove(d time.Duration) {
+	s.t.Helper()
+	cl, err := s.e.kafka.NewClient()
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	committed := func() map[int32]int64 {
+		out := map[int32]int64{}
+		resps, err := adm.FetchOffsets(ctx, "g_"+s.name)
+		if err != nil {
+			return out
+		}
+		resps.Each(func(r kadm.OffsetResponse) {
+			if r.Topic == s.topic && r.Err == nil {
+				out[r.Partition] = r.At
+			}
+		})
+		return out
+	}
+	start := committed()
+	for {
+		now := committed()
+		moved := 0
+		for part, at := range now {
+			if at > start[part] {
+				moved++
+			}
+		}
+		if moved == len(now) && moved > 0 && moved >= len(start) {
+			return
+		}
+		if ctx.Err() != nil {
+			s.t.Fatalf("the committed offsets of %d of %d partitions moved within %s (from %v to %v)", moved, len(now), d, start, now)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
 }

@@ -50,6 +50,9 @@ func (p *Pipeline) newClient() (*kgo.Client, error) {
 	if k.InstanceID != "" {
 		opts = append(opts, kgo.InstanceID(k.InstanceID))
 	}
+	if p.eo != nil {
+		opts = append(opts, kgo.OnPartitionsAssigned(p.onAssigned))
+	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka: %w", err)

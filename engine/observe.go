@@ -96,6 +96,10 @@ var (
 	descTableRows    = prometheus.NewDesc("sluice_table_rows_inserted_total", "Rows inserted into ClickHouse, per table.", []string{"table"}, nil)
 	descRowsInserted = prometheus.NewDesc("sluice_rows_inserted_total", "Rows inserted into ClickHouse.", nil, nil)
 	descInserts      = prometheus.NewDesc("sluice_inserts_total", "INSERT statements that succeeded.", nil, nil)
+	descTableDedup   = prometheus.NewDesc("sluice_inserts_deduplicated_total", "Blocks of successful inserts that ClickHouse dropped as repeats of blocks it had (the same insert_deduplication_token within the table's window: a retry or an exactly-once replay whose first insert had landed), per table; native protocol only.", []string{"table"}, nil)
+	descSegRecorded  = prometheus.NewDesc("sluice_segments_recorded_total", "Exactly-once segments recorded in the group's offset commit before their inserts.", nil, nil)
+	descSegReplayed  = prometheus.NewDesc("sluice_segments_replayed_total", "Exactly-once segments recorded by an earlier owner of their partition and rebuilt as the same inserts.", nil, nil)
+	descFenced       = prometheus.NewDesc("sluice_commits_fenced_total", "Offset commits the group coordinator refused because this member no longer owned the generation it named.", nil, nil)
 	descInsertErrors = prometheus.NewDesc("sluice_insert_errors_total", "Insert attempts that failed (and were retried or stopped the pipeline).", nil, nil)
 )
 
@@ -105,7 +109,7 @@ type collector struct{ p *Pipeline }
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descVersionIn, descVersionRows, descVersionLive, descFailures, descRouteInfl, descRoutePaused, descSchemaChange, descSchemaRefuse, descRecordsIn, descErrored, descShardQueue, descShardFailing, descTableRows, descRowsOut, descDeadLettered, descTraps, descInstances,
 		descInflight, descBudget, descPauses, descResumes, descPaused, descModPauses, descLag, descQueueDepth,
-		descRowsInserted, descInserts, descInsertErrors} {
+		descRowsInserted, descInserts, descInsertErrors, descTableDedup, descSegRecorded, descSegReplayed, descFenced} {
 		ch <- d
 	}
 }
@@ -181,6 +185,12 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, t := range st.Sink.Tables {
 		ch <- prometheus.MustNewConstMetric(descTableRows, prometheus.CounterValue, float64(t.InsertedRows), t.Name)
+		ch <- prometheus.MustNewConstMetric(descTableDedup, prometheus.CounterValue, float64(t.DeduplicatedBlocks), t.Name)
+	}
+	if p.eo != nil {
+		counter(descSegRecorded, p.eo.recorded.Load())
+		counter(descSegReplayed, p.eo.replayed.Load())
+		counter(descFenced, p.eo.fenced.Load())
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -35,7 +35,9 @@ type Pipeline struct {
 	sink       *clickhouse.Sink
 	client     *kgo.Client
 	dlq        *deadLetter
-	stats      stats
+	// eo is the exactly-once delivery state; nil for at least once.
+	eo    *exactlyOnce
+	stats stats
 	// slots share the CPU module calls run on among tenants.
 	slots *callSlots
 
@@ -108,6 +110,9 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) (*Pi
 		failed:     make(chan struct{}),
 		tracer:     o.tracerProvider.Tracer(tracerName),
 	}
+	if cfg.Delivery == DeliveryExactlyOnce {
+		p.eo = newExactlyOnce()
+	}
 	p.metrics = newMetrics(p)
 	p.workCtx, p.cancelWork = context.WithCancel(context.Background())
 	ok := false
@@ -142,6 +147,11 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) (*Pi
 	p.sink.OnSchemaChange(p.kickSchemaCheck)
 	if err := p.buildRoutes(ctx); err != nil {
 		return nil, err
+	}
+	if p.eo != nil {
+		if err := p.checkExactlyOnce(ctx); err != nil {
+			return nil, err
+		}
 	}
 	// Kafka before the modules: compiling a large module on a cold cache
 	// takes a while, and an unreachable broker should be reported within

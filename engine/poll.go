@@ -70,6 +70,9 @@ func (p *Pipeline) worker(tp topicPartition) *partitionWorker {
 	}
 	r := p.byTopic[tp.topic]
 	acks := &partitionAcks{topic: tp.topic, partition: tp.partition, budget: r.flow, route: r}
+	if p.eo != nil {
+		acks.eo = p.eo.take(tp)
+	}
 	p.acks[tp] = acks
 	w := newPartitionWorker(p, tp, acks)
 	p.workers[tp] = w

@@ -20,12 +20,21 @@ type Stats struct {
 	ModulePauses                     int64
 	InflightBytes, PeakInflightBytes int64
 	Pauses, Resumes                  int64
-	Sink                             clickhouse.Stats
+	// Exactly-once delivery: segments recorded before their inserts,
+	// segments of an earlier owner rebuilt, and commits refused because
+	// this member had been fenced.
+	SegmentsRecorded, SegmentsReplayed, CommitsFenced int64
+	Sink                                              clickhouse.Stats
 }
 
 // Stats returns the pipeline's counters.
 func (p *Pipeline) Stats() Stats {
+	var recorded, replayed, fenced int64
+	if p.eo != nil {
+		recorded, replayed, fenced = p.eo.recorded.Load(), p.eo.replayed.Load(), p.eo.fenced.Load()
+	}
 	return Stats{
+		SegmentsRecorded: recorded, SegmentsReplayed: replayed, CommitsFenced: fenced,
 		RecordsIn: p.stats.recordsIn.Load(), RowsOut: p.stats.rowsOut.Load(),
 		RecordsErrored: p.stats.recordsErrored.Load(),
 		DeadLettered:   p.stats.deadLettered.Load(), Traps: p.stats.traps.Load(),

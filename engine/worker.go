@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -73,6 +74,16 @@ type partitionWorker struct {
 	instCalls int
 
 	spanCtx context.Context // the consume span of the batch in hand
+
+	// Exactly-once delivery (eo): the open blocks hold the rows of one
+	// segment, from segStart (-1: none open) up to lastOff. segReplay is
+	// set when that segment is replay[0], recorded before this worker
+	// owned the partition; replay is what is left to rebuild of them.
+	eo        bool
+	segStart  int64
+	lastOff   int64
+	segReplay bool
+	replay    []segment
 }
 
 func newPartitionWorker(p *Pipeline, tp topicPartition, acks *partitionAcks) *partitionWorker {
@@ -88,6 +99,10 @@ func newPartitionWorker(p *Pipeline, tp topicPartition, acks *partitionAcks) *pa
 		holders:  make([][]clickhouse.Ack, n),
 		lastHeld: make([]*batchAck, n),
 		marks:    make([]int, n),
+	}
+	w.segStart = -1
+	if acks.eo != nil {
+		w.eo, w.replay = true, acks.eo.replay
 	}
 	w.ctx, w.cancel = context.WithCancel(p.workCtx)
 	w.slotWait = p.metrics.slotWait.WithLabelValues(r.tenant)
@@ -153,7 +168,7 @@ func (w *partitionWorker) run() {
 		select {
 		case <-w.wake:
 		case <-tick.C:
-			if !w.openedAt.IsZero() && time.Since(w.openedAt) >= linger {
+			if !w.openedAt.IsZero() && time.Since(w.openedAt) >= linger && !w.segReplay {
 				if err := w.sealAll(ctx); err != nil {
 					w.exit(ctx, err)
 					return
@@ -179,6 +194,13 @@ func (w *partitionWorker) run() {
 // exit ends the worker after err: a stop or cancellation is not a failure
 // of the pipeline; anything else is.
 func (w *partitionWorker) exit(ctx context.Context, err error) {
+	if errors.Is(err, errFenced) {
+		// The coordinator gave the partition to another member; the group
+		// session will tell this member so and take the partition away.
+		w.p.log.Warn("exactly-once: partition worker fenced; what it held stays uncommitted for the partition's new owner",
+			"partition", w.tp.String(), "reason", err)
+		return
+	}
 	if errors.Is(err, errWorkerStopped) || ctx.Err() != nil {
 		w.p.log.Debug("partition worker stopped with work unfinished; it stays uncommitted",
 			"partition", w.tp.String(), "reason", err)
@@ -199,7 +221,7 @@ func (w *partitionWorker) exit(ctx context.Context, err error) {
 func (w *partitionWorker) process(ctx context.Context, b polledBatch) error {
 	defer b.span.End()
 	w.spanCtx = b.ctx
-	if err := w.pickVersion(); err != nil {
+	if err := w.pickVersion(ctx); err != nil {
 		return err
 	}
 	if err := w.pickSchema(ctx); err != nil {
@@ -209,8 +231,15 @@ func (w *partitionWorker) process(ctx context.Context, b polledBatch) error {
 	w.mv.recordsIn.Add(int64(len(b.recs)))
 	maxRecs, maxBytes := w.p.cfg.Module.MaxBatchRecords, int64(w.p.cfg.Module.MaxBatchBytes)
 	for recs := b.recs; len(recs) > 0; {
+		limit := int64(math.MaxInt64)
+		if w.eo {
+			var err error
+			if limit, err = w.segmentBoundary(ctx, recs[0].Offset); err != nil {
+				return err
+			}
+		}
 		n, bytes := 0, int64(0)
-		for n < len(recs) && n < maxRecs {
+		for n < len(recs) && n < maxRecs && recs[n].Offset < limit {
 			rb := recordBytes(recs[n])
 			if n > 0 && bytes+rb > maxBytes {
 				break
@@ -220,6 +249,14 @@ func (w *partitionWorker) process(ctx context.Context, b polledBatch) error {
 		}
 		if err := w.transform(ctx, recs[:n], b.ack); err != nil {
 			return err
+		}
+		if w.eo {
+			w.lastOff = recs[n-1].Offset
+			if w.segReplay && w.lastOff == w.replay[0].end-1 {
+				if err := w.closeSegment(ctx); err != nil {
+					return err
+				}
+			}
 		}
 		recs = recs[n:]
 	}
@@ -242,6 +279,14 @@ func (w *partitionWorker) openBytes() int {
 // sealFull seals every block that reached the chunk size.
 func (w *partitionWorker) sealFull(ctx context.Context) error {
 	target := w.p.sink.Config().ChunkBytes
+	if w.eo {
+		// A segment is closed whole; a replayed one only at its recorded
+		// end.
+		if !w.segReplay && w.openBytesMax() >= target {
+			return w.closeSegment(ctx)
+		}
+		return nil
+	}
 	for i, blk := range w.blocks {
 		if blk.Size() >= target {
 			if err := w.seal(ctx, i); err != nil {
@@ -374,13 +419,23 @@ func (w *partitionWorker) transform(ctx context.Context, recs []*kgo.Record, ack
 
 // pickVersion changes the worker over to the route's current module
 // version, if it changed, between two batches.
-func (w *partitionWorker) pickVersion() error {
+func (w *partitionWorker) pickVersion(ctx context.Context) error {
 	cur := w.route.cur.Load()
 	if cur == nil {
 		return fmt.Errorf("partition %s: route %s has no module", w.tp, w.route)
 	}
 	if cur == w.mv {
 		return nil
+	}
+	if w.eo && w.mv != nil {
+		if w.segReplay {
+			// The replayed segment is finished with the version at hand.
+			return nil
+		}
+		// A segment names the one version that made its rows.
+		if err := w.closeSegment(ctx); err != nil {
+			return err
+		}
 	}
 	w.discardInstance()
 	if w.mv != nil {
@@ -402,6 +457,10 @@ func (w *partitionWorker) pickVersion() error {
 func (w *partitionWorker) pickSchema(ctx context.Context) error {
 	for {
 		cur := w.route.schema.Load()
+		if cur != w.schema && w.segReplay {
+			// The replayed segment is finished with the tables at hand.
+			return nil
+		}
 		if cur != w.schema {
 			if err := w.sealAll(ctx); err != nil {
 				return err
@@ -611,6 +670,15 @@ func (w *partitionWorker) seal(ctx context.Context, i int) error {
 }
 
 func (w *partitionWorker) sealAll(ctx context.Context) error {
+	if w.eo {
+		if w.segReplay {
+			// A replayed segment goes in whole or not at all: the records
+			// it still lacks stay uncommitted, and it stays recorded for
+			// the next owner.
+			return nil
+		}
+		return w.closeSegment(ctx)
+	}
 	for i := range w.blocks {
 		if w.blocks[i].Rows() == 0 && len(w.holders[i]) == 0 {
 			continue

@@ -67,6 +67,7 @@ type Table struct {
 // tableStats are the counters of a table over all its versions.
 type tableStats struct {
 	insertedRows atomic.Int64
+	deduplicated atomic.Int64 // blocks the server dropped as repeats
 }
 
 // Version counts the changes of the table's schema (or, with routing

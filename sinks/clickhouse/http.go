@@ -164,6 +164,9 @@ func (hc *httpConn) insert(ctx context.Context, plan *insertPlan, src *partSourc
 	if method != "none" {
 		params.Set("decompress", "1")
 	}
+	if s.dedupViews {
+		params.Set("deduplicate_blocks_in_dependent_materialized_views", "1")
+	}
 	if s.dedupToken != "" {
 		params.Set("insert_deduplication_token", s.dedupToken)
 	}

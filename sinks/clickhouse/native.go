@@ -132,6 +132,19 @@ func (nc *nativeConn) insert(ctx context.Context, plan *insertPlan, src *partSou
 	if s.dedupToken != "" {
 		q.Settings = append(q.Settings, ch.Setting{Key: "insert_deduplication_token", Value: s.dedupToken, Important: true})
 	}
+	if s.dedupViews {
+		q.Settings = append(q.Settings, ch.Setting{Key: "deduplicate_blocks_in_dependent_materialized_views", Value: "1", Important: true})
+	}
+	if s.duplicated != nil {
+		q.OnProfileEvents = func(_ context.Context, evs []ch.ProfileEvent) error {
+			for _, e := range evs {
+				if e.Name == "DuplicatedInsertedBlocks" && e.Type == proto.ProfileIncrement {
+					*s.duplicated += e.Value
+				}
+			}
+			return nil
+		}
+	}
 	if s.distributedSync {
 		q.Settings = append(q.Settings, ch.Setting{Key: "insert_distributed_sync", Value: "1", Important: true})
 	}

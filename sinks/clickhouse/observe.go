@@ -23,6 +23,13 @@ type InsertEvent struct {
 	Start, End time.Time
 	// Err is why the attempt failed, nil if it succeeded.
 	Err error
+	// Deduplicated counts the blocks of the insert the server dropped as
+	// repeats of blocks it had inserted before (the same
+	// insert_deduplication_token within the table's window), as the
+	// native protocol reports them; 0 over HTTP.
+	Deduplicated int64
+	// Segment is the exactly-once segment the insert carries, "" for none.
+	Segment string
 
 	parts []*part
 }
@@ -83,6 +90,10 @@ type TableStats struct {
 	// shards, the Distributed table).
 	Name         string
 	InsertedRows int64
+	// DeduplicatedBlocks counts the blocks of successful inserts that the
+	// server dropped as repeats of blocks it had (native protocol only):
+	// retries and replays whose first insert had landed.
+	DeduplicatedBlocks int64
 }
 
 // Ping checks that the configured server answers a query within timeout.

@@ -53,6 +53,13 @@ type insertSettings struct {
 	// requestKey is the same for every attempt of one insert (HTTP
 	// Idempotency-Key).
 	requestKey string
+	// dedupViews sends deduplicate_blocks_in_dependent_materialized_views=1:
+	// an exactly-once replay the table drops is dropped by its views too.
+	dedupViews bool
+	// duplicated, when not nil, counts the blocks the server dropped as
+	// duplicates of blocks it had inserted before, where the transport
+	// reports them (native: the DuplicatedInsertedBlocks profile event).
+	duplicated *int64
 }
 
 // part is the rows of one chunk that go to one shard.
@@ -255,6 +262,15 @@ type openInsert struct {
 	hasToken bool
 }
 
+// segment is the exactly-once segment of the insert's part, "" for none:
+// such an insert carries that one part.
+func (ins *openInsert) segment() string {
+	if len(ins.parts) == 0 {
+		return ""
+	}
+	return ins.parts[0].chunk.segment
+}
+
 func (ins *openInsert) add(p *part) {
 	ins.parts = append(ins.parts, p)
 	ins.rows += p.sub.rows
@@ -291,7 +307,7 @@ func (ps *partSource) next(ctx context.Context) *part {
 // A part of another table ends the insert and starts the next one.
 func (w *worker) pull(ctx context.Context, ins *openInsert) *part {
 	cfg := &w.s.cfg
-	if ins.sealed || ins.rows >= cfg.MaxInsertRows || ins.bytes >= cfg.MaxInsertBytes {
+	if ins.sealed || ins.segment() != "" || ins.rows >= cfg.MaxInsertRows || ins.bytes >= cfg.MaxInsertBytes {
 		ins.sealed = true
 		return nil
 	}
@@ -316,7 +332,7 @@ func (w *worker) pull(ctx context.Context, ins *openInsert) *part {
 	}
 	switch {
 	case p == nil:
-	case p.chunk.block.table != ins.t:
+	case p.chunk.block.table != ins.t || p.chunk.segment != "":
 		w.held = p
 	default:
 		p.taken = time.Now()
@@ -394,6 +410,8 @@ func (w *worker) insertWithRetry(ctx context.Context, ins *openInsert) error {
 	plan := t.planFor(w.sh)
 	for attempt := 1; ; attempt++ {
 		start := time.Now()
+		dups := int64(0)
+		st.duplicated = &dups
 		rep := w.sh.pick(start)
 		err := w.connect(ctx, rep)
 		if err == nil && plan.err != nil {
@@ -408,7 +426,14 @@ func (w *worker) insertWithRetry(ctx context.Context, ins *openInsert) error {
 			st.distributedSync = s.cfg.DistributedSync && s.tr.canSendSettings(rep)
 			st.asyncInsertOff = s.serverSettings(ctx, rep)&settingAsyncInsert != 0
 			st.dedupToken = ""
-			if s.dedupSupported(ctx, rep) && hasOffsetRanges(ins.parts[0]) {
+			if seg := ins.segment(); seg != "" {
+				// Checked at startup (CheckExactlyOnce); a replica
+				// that does not take the token must not get the rows.
+				if s.serverSettings(ctx, rep)&settingDedupToken == 0 {
+					err = &PermanentError{Err: fmt.Errorf("exactly-once insert: the server does not take insert_deduplication_token")}
+				}
+				st.dedupToken, st.dedupViews = segmentToken(t, seg), true
+			} else if s.dedupSupported(ctx, rep) && hasOffsetRanges(ins.parts[0]) {
 				for !ins.sealed {
 					w.pull(ctx, ins)
 				}
@@ -417,12 +442,14 @@ func (w *worker) insertWithRetry(ctx context.Context, ins *openInsert) error {
 				}
 				st.dedupToken = ins.token
 			}
-			src := &partSource{w: w, ins: ins, stream: !ins.sealed}
-			err = w.conn.insert(ctx, plan, src, st)
-			ins.sealed = true
+			if err == nil {
+				src := &partSource{w: w, ins: ins, stream: !ins.sealed}
+				err = w.conn.insert(ctx, plan, src, st)
+				ins.sealed = true
+			}
 		}
 		end := time.Now()
-		w.observe(ins, rep, attempt, start, end, err)
+		w.observe(ins, rep, attempt, start, end, err, dups)
 		if err == nil {
 			ins.acked = end
 			rep.brk.success()
@@ -499,14 +526,17 @@ func (w *worker) adaptPlan(ctx context.Context, rep *replica, t *Table) (*insert
 }
 
 // observe tells the sink's OnInsert function about an attempt.
-func (w *worker) observe(ins *openInsert, rep *replica, attempt int, start, end time.Time, err error) {
+func (w *worker) observe(ins *openInsert, rep *replica, attempt int, start, end time.Time, err error, duplicated int64) {
+	if duplicated > 0 && err == nil {
+		ins.t.stats.deduplicated.Add(duplicated)
+	}
 	fn := w.s.onInsert
 	if fn == nil {
 		return
 	}
 	fn(&InsertEvent{Table: ins.t.target.fullName(), Shard: w.sh.name, Replica: rep.addr,
 		Rows: ins.rows, Bytes: ins.bytes, Attempt: attempt, Start: start, End: end, Err: err,
-		parts: ins.parts})
+		Deduplicated: duplicated, Segment: ins.segment(), parts: ins.parts})
 }
 
 // connect makes sure the worker's connection goes to rep.
@@ -593,6 +623,15 @@ func (w *worker) dedupToken(t *Table, parts []*part) string {
 		w.tokenBuf.Buf = nil
 	}
 	return "sluice-" + hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// segmentToken is the deduplication token of an exactly-once segment's
+// insert into t: derived from the segment (partition, offsets, module) and
+// the table it goes to, never from the rows, so that every replay of the
+// segment carries it.
+func segmentToken(t *Table, segment string) string {
+	h := sha256.Sum256([]byte("sluice-segment-v1\x00" + t.target.fullName() + "\x00" + segment))
+	return "sluice-seg-" + hex.EncodeToString(h[:16])
 }
 
 // maxTokenBuf is the most a worker's tokenBuf keeps between inserts: a

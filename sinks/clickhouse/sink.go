@@ -32,6 +32,10 @@ type Chunk struct {
 	block *Block
 	acks  []Ack
 
+	// segment, when set, names the exactly-once segment the chunk's rows
+	// come from (see NewSegmentChunk).
+	segment string
+
 	// pending counts the chunk's parts not yet inserted.
 	pending atomic.Int32
 	// sealed is when Send was called, for ChunkTiming.
@@ -40,6 +44,21 @@ type Chunk struct {
 
 // NewChunk seals block with the acks of the records whose rows it holds.
 func NewChunk(block *Block, acks []Ack) *Chunk { return &Chunk{block: block, acks: acks} }
+
+// NewSegmentChunk is NewChunk for the rows of one exactly-once segment:
+// a run of one partition's records whose rows for each table must land in
+// one insert of their own, however often the insert is tried or replayed.
+// Each of the chunk's parts is inserted alone, never merged with another
+// chunk's, with an insert_deduplication_token derived from segment and the
+// table only: a replay of the segment that rebuilds its rows, even rows that
+// differ, carries the same token, and the server drops it when the first
+// insert landed.
+func NewSegmentChunk(block *Block, acks []Ack, segment string) *Chunk {
+	return &Chunk{block: block, acks: acks, segment: segment}
+}
+
+// Segment is the chunk's exactly-once segment, "" for none.
+func (c *Chunk) Segment() string { return c.segment }
 
 // Block is the chunk's rows.
 func (c *Chunk) Block() *Block { return c.block }
@@ -451,7 +470,8 @@ func (s *Sink) Stats() Stats {
 	}
 	s.mu.Lock()
 	for _, t := range s.tableList {
-		st.Tables = append(st.Tables, TableStats{Name: t.FullName(), InsertedRows: t.stats.insertedRows.Load()})
+		st.Tables = append(st.Tables, TableStats{Name: t.FullName(), InsertedRows: t.stats.insertedRows.Load(),
+			DeduplicatedBlocks: t.stats.deduplicated.Load()})
 	}
 	s.mu.Unlock()
 	slices.SortFunc(st.Tables, func(a, b TableStats) int { return strings.Compare(a.Name, b.Name) })

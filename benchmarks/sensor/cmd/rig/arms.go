@@ -5,21 +5,26 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/benchmarks/sensor"
+	"github.com/sluicehq/sluice/sinks/clickhouse"
 )
 
 // drainFigures are the figures of one arm that drains a prefilled topic.
 type drainFigures struct {
-	System  string `json:"system"`
-	Format  string `json:"format"`
-	Topic   string `json:"topic"`
-	Table   string `json:"table"`
-	Batches uint64 `json:"batches"`
-	Rows    int64  `json:"rows"`
+	System string `json:"system"`
+	// Delivery is sluice's delivery mode when the arm sets it (the
+	// delivery arm); its tables then keep a deduplication window.
+	Delivery string `json:"delivery,omitempty"`
+	Format   string `json:"format"`
+	Topic    string `json:"topic"`
+	Table    string `json:"table"`
+	Batches  uint64 `json:"batches"`
+	Rows     int64  `json:"rows"`
 
 	// From the start of the system under test (process start, or the
 	// view's creation) until every row had landed.
@@ -140,12 +145,17 @@ func (r *rig) runSluice(ctx context.Context, f *drainFigures, wasm string, rows 
 		f.Error = err.Error()
 		return start
 	}
-	if err := e.ch.Exec(ctx, e.layout.DDL(f.Table)); err != nil {
+	ddl, extra := e.layout.DDL(f.Table), r.sluiceYAML
+	if f.Delivery != "" {
+		ddl = strings.TrimSpace(ddl) + fmt.Sprintf(" SETTINGS non_replicated_deduplication_window = %d", clickhouse.MinDedupWindow)
+		extra = strings.TrimRight(extra, "\n") + "\ndelivery: " + f.Delivery + "\n"
+	}
+	if err := e.ch.Exec(ctx, ddl); err != nil {
 		f.Error = err.Error()
 		return start
 	}
 	p := pipeline{name: f.Table, brokers: e.kafka.Addr, topic: f.Topic, dlq: dlq, module: wasm, table: f.Table,
-		chAddr: e.ch.Addr, cacheDir: e.cacheDir, extraYAML: r.sluiceYAML}
+		chAddr: e.ch.Addr, cacheDir: e.cacheDir, extraYAML: extra}
 	sp, err := startSluice(e.sluiceBin, e.dir, p)
 	if err != nil {
 		f.Error = err.Error()
@@ -250,6 +260,69 @@ func (r *rig) drain(ctx context.Context) *drainFigures {
 	r.runSluice(ctx, f, e.avroWasm, int64(want.Rows), func() sensor.Expectation { return want }, nil)
 	r.logf("drain: %s", f.summary())
 	return f
+}
+
+// deliveryCost is the delivery arm: the drain's Avro corpus drained with
+// at-least-once and exactly-once delivery in turn, A B A B, into tables
+// that keep the same deduplication window, so that only the mode differs.
+type deliveryCost struct {
+	Runs []*drainFigures `json:"runs"`
+	// Ratio is the median exactly-once rate over the median at-least-once
+	// rate (rows/s after the first row).
+	Ratio float64 `json:"ratio"`
+}
+
+func (r *rig) delivery(ctx context.Context, prefilled bool) *deliveryCost {
+	e := r.env
+	out := &deliveryCost{}
+	batches := r.prof.drainBatches
+	topic := "sensor_avro"
+	if !prefilled {
+		if err := e.createTopic(ctx, topic, e.partitions); err != nil {
+			out.Runs = append(out.Runs, &drainFigures{System: "sluice", Error: err.Error()})
+			return out
+		}
+		r.logf("delivery: producing %d Avro batches", batches)
+		if _, _, err := e.prefill(ctx, topic, batches, sensor.AppendAvro, sensor.DrainSendTsUs); err != nil {
+			out.Runs = append(out.Runs, &drainFigures{System: "sluice", Error: err.Error()})
+			return out
+		}
+	}
+	want := sensor.Expect(batches, sensor.DrainSendTsUs)
+	var alo, eo []float64
+	for i := 1; i <= 2; i++ {
+		for _, mode := range []string{"at_least_once", "exactly_once"} {
+			short := "alo"
+			if mode == "exactly_once" {
+				short = "eo"
+			}
+			f := &drainFigures{System: "sluice", Delivery: mode, Format: "avro", Topic: topic,
+				Table: fmt.Sprintf("se_delivery_%s_%d", short, i), Batches: batches}
+			r.runSluice(ctx, f, e.avroWasm, int64(want.Rows), func() sensor.Expectation { return want }, nil)
+			r.logf("delivery %s run %d: %s", mode, i, f.summary())
+			out.Runs = append(out.Runs, f)
+			if f.Error == "" && f.GatesPass {
+				if short == "eo" {
+					eo = append(eo, f.AfterFirstRowsPerSec)
+				} else {
+					alo = append(alo, f.AfterFirstRowsPerSec)
+				}
+			}
+		}
+	}
+	if len(alo) > 0 && len(eo) > 0 {
+		out.Ratio = median(eo) / median(alo)
+	}
+	return out
+}
+
+func median(v []float64) float64 {
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	if n := len(s); n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 func (f *drainFigures) summary() string {

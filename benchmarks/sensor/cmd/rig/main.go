@@ -93,7 +93,7 @@ func (r *rig) progress(name string) func(sample, int64) {
 func main() {
 	profName := flag.String("profile", "quick", "quick (CI-sized) or full (20M rows drained)")
 	serverName := flag.String("server", string(testinfra.Modern), "ClickHouse to run on: 26.9 (the published layout, the primary figure) or 18.16 (the compatibility arm)")
-	arms := flag.String("arms", "wasm,drain,sustained,sbs", "arms to run, comma-separated: wasm, drain, sustained, sbs")
+	arms := flag.String("arms", "wasm,drain,sustained,sbs", "arms to run, comma-separated: wasm, drain, sustained, sbs, delivery (the drain at least once and exactly once, A B A B; 26.9 only)")
 	batches := flag.Uint64("batches", 0, "drain batches (of 100 events); default from the profile")
 	sbsBatches := flag.Uint64("sbs-batches", 0, "side-by-side batches; default from the profile")
 	susSeconds := flag.Float64("sustained-seconds", 0, "seconds of production per sustained rate; default from the profile")
@@ -181,6 +181,9 @@ func main() {
 			drainRate = res.Drain.AfterFirstRowsPerSec
 		}
 	}
+	if want["delivery"] {
+		res.Delivery = r.delivery(ctx, want["drain"])
+	}
 	if want["sustained"] {
 		if drainRate <= 0 {
 			check(fmt.Errorf("the sustained arm needs the drain arm or -drain-rate"), "sustained")
@@ -241,6 +244,7 @@ type result struct {
 	Drain      *drainFigures     `json:"drain,omitempty"`
 	Sustained  []*sustained      `json:"sustained,omitempty"`
 	SideBySide *sideBySide       `json:"side_by_side,omitempty"`
+	Delivery   *deliveryCost     `json:"delivery,omitempty"`
 	Targets    []target          `json:"targets"`
 	DurationS  float64           `json:"duration_s"`
 }
@@ -322,6 +326,17 @@ func targets(res *result) []target {
 		}
 	} else {
 		add("side by side: sluice / Kafka engine rows/s", ">= 1.0", "-", "not run")
+	}
+	if d := res.Delivery; d != nil {
+		dups := uint64(0)
+		for _, f := range d.Runs {
+			gates(f)
+			if f.Delivery == "exactly_once" {
+				dups += f.Duplicates
+			}
+		}
+		add("delivery: exactly-once / at-least-once drain rows/s (medians, A B A B)", ">= 0.90", fmt.Sprintf("%.3f", d.Ratio), met(d.Ratio >= 0.9))
+		add("delivery: exactly-once duplicates", "0", fmt.Sprint(dups), met(dups == 0 && d.Ratio > 0))
 	}
 	var half *sustained
 	for _, s := range res.Sustained {
