@@ -141,3 +141,20 @@ func (w *partitionWorker) dropBlocks() {
 	w.segStart, w.segReplay = -1, false
 	w.openedAt = time.Time{}
 }
+
+// dropUnfinishedReplay gives up, as the worker stops, a replayed segment
+// whose last records it has not transformed: the segment goes in whole or
+// not at all, so its rows are dropped, and it stays recorded for the
+// partition's next owner. The partition's batches are abandoned, so that a
+// revoke does not wait for rows that will never be sent; what they hold
+// stays uncommitted and is replayed, and inserts of earlier segments that
+// land meanwhile are dropped as repeats by the next owner's.
+func (w *partitionWorker) dropUnfinishedReplay() {
+	if !w.segReplay {
+		return
+	}
+	w.p.log.Info("exactly-once: stopping in the middle of a replayed segment; it stays recorded for the partition's next owner",
+		"partition", w.tp.String(), "start", w.replay[0].start, "end", w.replay[0].end)
+	w.dropBlocks()
+	w.acks.abandon()
+}

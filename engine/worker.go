@@ -184,6 +184,7 @@ func (w *partitionWorker) run() {
 			if err := w.sealAll(ctx); err != nil {
 				w.exit(ctx, err)
 			}
+			w.dropUnfinishedReplay()
 			return
 		case <-ctx.Done():
 			return
@@ -246,6 +247,10 @@ func (w *partitionWorker) process(ctx context.Context, b polledBatch) error {
 			}
 			bytes += rb
 			n++
+		}
+		if n == 0 {
+			// segmentBoundary always leaves the first record below limit.
+			return fmt.Errorf("partition %s: no record of offset %d fits below segment boundary %d", w.tp, recs[0].Offset, limit)
 		}
 		if err := w.transform(ctx, recs[:n], b.ack); err != nil {
 			return err
