@@ -482,11 +482,7 @@ func faultSuite(t *testing.T, server testinfra.Server, eo bool) {
 
 	t.Run("throttled_backlog", func(t *testing.T) {
 		s := e.scenario(t, "backlog", 8)
-		proxy, err := testinfra.StartProxy(e.ch.Addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer proxy.Close()
+		proxy := s.proxy()
 		s.chAddr = proxy.Addr
 		if err := <-s.produce(0, prof.backlog, 0); err != nil {
 			t.Fatal(err)
@@ -515,11 +511,7 @@ func faultSuite(t *testing.T, server testinfra.Server, eo bool) {
 		// it freezes it has segments recorded and not yet landed: b must
 		// replay them, and a's own inserts of them land meanwhile (the
 		// proxy delivers what a had sent while a is frozen).
-		proxy, err := testinfra.StartProxy(e.ch.Addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer proxy.Close()
+		proxy := s.proxy()
 		// Records keep coming for 40 s: past the freeze, the session
 		// timeout and the rebalance.
 		produced := s.produce(0, n, n/40)
@@ -564,11 +556,7 @@ func faultSuite(t *testing.T, server testinfra.Server, eo bool) {
 // recorded and not yet committed, which the next start must replay.
 func (s *scenario) killsInFlight(n, kills int) {
 	t := s.t
-	proxy, err := testinfra.StartProxy(s.e.ch.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer proxy.Close()
+	proxy := s.proxy()
 	s.chAddr = proxy.Addr
 	produced := s.produce(0, n, n/30)
 	p := s.start("a")
@@ -595,6 +583,18 @@ func (s *scenario) killsInFlight(n, kills int) {
 	if open == 0 || replays == 0 {
 		t.Errorf("no kill left a recorded segment to replay: the scenario did not test a replay")
 	}
+}
+
+// proxy starts a proxy to ClickHouse for the scenario, closed when it
+// ends.
+func (s *scenario) proxy() *testinfra.Proxy {
+	s.t.Helper()
+	p, err := testinfra.StartProxy(s.e.ch.Addr)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.t.Cleanup(func() { p.Close() })
+	return p
 }
 
 // waitRows waits until the table holds at least n rows.

@@ -16,6 +16,17 @@ import (
 // before this worker owned the partition is rebuilt from exactly its
 // recorded offsets and closed only at its recorded end.
 
+// A segment's rows go into inserts of their own, which a shard worker
+// never merges with others: a segment is therefore closed at the size and
+// age an at-least-once insert reaches by merging chunks, not at a chunk's.
+// It is closed when a table's block reaches segmentBytes (8 chunks, at most
+// max_insert_bytes) or segmentLinger after its first row (chunk_linger plus
+// insert_linger, the longest an at-least-once row waits before its insert
+// starts).
+func segmentBytes(c clickhouse.Config) int { return min(8*c.ChunkBytes, c.MaxInsertBytes) }
+
+func segmentLinger(c clickhouse.Config) time.Duration { return c.ChunkLinger + c.InsertLinger }
+
 // segmentBoundary prepares the worker for the record at off: it closes
 // what must end before off, opens a segment if none is, and returns the
 // offset the records of the next module call must stay below.
@@ -107,13 +118,8 @@ func (w *partitionWorker) closeSegment(ctx context.Context) error {
 		if w.blocks[i].Rows() == 0 && len(w.holders[i]) == 0 {
 			continue
 		}
-		chunk := clickhouse.NewSegmentChunk(w.blocks[i], w.holders[i], id)
-		w.p.traceSeal(chunk)
-		w.blocks[i] = w.p.sink.NewBlock(w.schema.tables[i])
-		w.holders[i] = nil
-		w.lastHeld[i] = nil
-		if err := w.p.sink.Send(ctx, chunk); err != nil {
-			return fmt.Errorf("partition %s: %w", w.tp, err)
+		if err := w.seal(ctx, i, id); err != nil {
+			return err
 		}
 	}
 	w.openedAt = time.Time{}
@@ -134,9 +140,7 @@ func (w *partitionWorker) openBytesMax() int {
 // committed.
 func (w *partitionWorker) dropBlocks() {
 	for i := range w.blocks {
-		w.blocks[i] = w.p.sink.NewBlock(w.schema.tables[i])
-		w.holders[i] = nil
-		w.lastHeld[i] = nil
+		w.reopen(i)
 	}
 	w.segStart, w.segReplay = -1, false
 	w.openedAt = time.Time{}

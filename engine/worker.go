@@ -156,6 +156,9 @@ func (w *partitionWorker) run() {
 		}
 	}()
 	linger := w.p.sink.Config().ChunkLinger
+	if w.eo {
+		linger = segmentLinger(w.p.sink.Config())
+	}
 	tick := time.NewTicker(linger / 2)
 	defer tick.Stop()
 	for {
@@ -248,7 +251,7 @@ func (w *partitionWorker) process(ctx context.Context, b polledBatch) error {
 			bytes += rb
 			n++
 		}
-		if n == 0 {
+		if n == 0 && w.eo {
 			// segmentBoundary always leaves the first record below limit.
 			return fmt.Errorf("partition %s: no record of offset %d fits below segment boundary %d", w.tp, recs[0].Offset, limit)
 		}
@@ -272,6 +275,13 @@ func (w *partitionWorker) process(ctx context.Context, b polledBatch) error {
 	return nil
 }
 
+// reopen gives table i an empty open block, held by no batch.
+func (w *partitionWorker) reopen(i int) {
+	w.blocks[i] = w.p.sink.NewBlock(w.schema.tables[i])
+	w.holders[i] = nil
+	w.lastHeld[i] = nil
+}
+
 // openBytes is the encoded size of the worker's open blocks.
 func (w *partitionWorker) openBytes() int {
 	n := 0
@@ -287,14 +297,14 @@ func (w *partitionWorker) sealFull(ctx context.Context) error {
 	if w.eo {
 		// A segment is closed whole; a replayed one only at its recorded
 		// end.
-		if !w.segReplay && w.openBytesMax() >= target {
+		if !w.segReplay && w.openBytesMax() >= segmentBytes(w.p.sink.Config()) {
 			return w.closeSegment(ctx)
 		}
 		return nil
 	}
 	for i, blk := range w.blocks {
 		if blk.Size() >= target {
-			if err := w.seal(ctx, i); err != nil {
+			if err := w.seal(ctx, i, ""); err != nil {
 				return err
 			}
 		}
@@ -661,13 +671,12 @@ func (w *partitionWorker) rollback() {
 	}
 }
 
-// seal sends table i's open block as a chunk and opens a new one.
-func (w *partitionWorker) seal(ctx context.Context, i int) error {
-	chunk := clickhouse.NewChunk(w.blocks[i], w.holders[i])
+// seal sends table i's open block as a chunk (of the exactly-once
+// segment named segment, if not "") and opens a new one.
+func (w *partitionWorker) seal(ctx context.Context, i int, segment string) error {
+	chunk := clickhouse.NewSegmentChunk(w.blocks[i], w.holders[i], segment)
 	w.p.traceSeal(chunk)
-	w.blocks[i] = w.p.sink.NewBlock(w.schema.tables[i])
-	w.holders[i] = nil
-	w.lastHeld[i] = nil
+	w.reopen(i)
 	if err := w.p.sink.Send(ctx, chunk); err != nil {
 		return fmt.Errorf("partition %s: %w", w.tp, err)
 	}
@@ -688,7 +697,7 @@ func (w *partitionWorker) sealAll(ctx context.Context) error {
 		if w.blocks[i].Rows() == 0 && len(w.holders[i]) == 0 {
 			continue
 		}
-		if err := w.seal(ctx, i); err != nil {
+		if err := w.seal(ctx, i, ""); err != nil {
 			return err
 		}
 	}

@@ -147,7 +147,9 @@ func (r *rig) runSluice(ctx context.Context, f *drainFigures, wasm string, rows 
 	}
 	ddl, extra := e.layout.DDL(f.Table), r.sluiceYAML
 	if f.Delivery != "" {
-		ddl = strings.TrimSpace(ddl) + fmt.Sprintf(" SETTINGS non_replicated_deduplication_window = %d", clickhouse.MinDedupWindow)
+		if !strings.Contains(ddl, "non_replicated_deduplication_window") {
+			ddl = strings.TrimSpace(ddl) + fmt.Sprintf(" SETTINGS non_replicated_deduplication_window = %d", clickhouse.MinDedupWindow)
+		}
 		extra = strings.TrimRight(extra, "\n") + "\ndelivery: " + f.Delivery + "\n"
 	}
 	if err := e.ch.Exec(ctx, ddl); err != nil {
