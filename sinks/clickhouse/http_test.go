@@ -315,3 +315,58 @@ func TestSendAfterClose(t *testing.T) {
 		t.Errorf("%d acks, want 1: Close must still insert what was queued", acked.Load())
 	}
 }
+
+// TestSegmentChunksInsertAlone: exactly-once segment chunks are never
+// merged, however long the insert lingers: each is one insert whose token
+// comes from its segment and table only, so a replay of a segment that
+// rebuilds other rows carries the first insert's token, and another
+// segment gets another. The inserts ask dependent materialized views to
+// deduplicate too.
+func TestSegmentChunksInsertAlone(t *testing.T) {
+	f := &fakeServer{knowsToken: true}
+	s, tbl := fakeSink(t, f, func(c *clickhouse.Config) { c.InsertLinger = time.Second })
+	var acked atomic.Int64
+	send := func(segment string, from, to uint64) {
+		b := s.NewBlock(tbl)
+		for id := from; id < to; id++ {
+			if err := b.AppendRow(binary.LittleEndian.AppendUint64(nil, id)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.Send(context.Background(), clickhouse.NewSegmentChunk(b, []clickhouse.Ack{offsetAck{&acked, 0, 0}}, segment)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send("events/3/0-100/sha", 0, 100)
+	send("events/3/100-200/sha", 100, 200)
+	send("events/3/0-100/sha", 500, 510) // a replay that made other rows
+	waitFor(t, func() bool { return acked.Load() == 3 }, 10*time.Second, "acks")
+	f.mu.Lock()
+	inserts := append([]fakeInsert(nil), f.inserts[1:]...) // the first attempt failed and was retried
+	f.mu.Unlock()
+	if len(inserts) != 3 {
+		t.Fatalf("%d successful inserts, want one per segment chunk (3)", len(inserts))
+	}
+	// The shard's workers insert concurrently: find each chunk's insert by
+	// its first id.
+	slices.SortFunc(inserts, func(a, b fakeInsert) int { return int(a.ids[0]) - int(b.ids[0]) })
+	tok := func(i int) string { return inserts[i].params.Get("insert_deduplication_token") }
+	for i, want := range [][2]uint64{{0, 100}, {100, 200}, {500, 510}} {
+		ids := inserts[i].ids
+		if len(ids) != int(want[1]-want[0]) || ids[0] != want[0] {
+			t.Errorf("insert %d carried %d ids from %d, want [%d, %d)", i, len(ids), ids[0], want[0], want[1])
+		}
+		if !strings.HasPrefix(tok(i), "sluice-seg-") {
+			t.Errorf("insert %d token %q, want a segment token", i, tok(i))
+		}
+		if inserts[i].params.Get("deduplicate_blocks_in_dependent_materialized_views") != "1" {
+			t.Errorf("insert %d params %v: no deduplicate_blocks_in_dependent_materialized_views=1", i, inserts[i].params)
+		}
+	}
+	if tok(0) != tok(2) {
+		t.Errorf("a replay of the same segment got token %q, the first insert %q", tok(2), tok(0))
+	}
+	if tok(0) == tok(1) {
+		t.Errorf("two segments share token %q", tok(0))
+	}
+}
