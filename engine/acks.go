@@ -160,6 +160,19 @@ func (p *partitionAcks) abandon() {
 	p.batches = nil
 }
 
+// batchFirst is the first offset of the tracked batch that holds off, or
+// off when none does.
+func (p *partitionAcks) batchFirst(off int64) int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, b := range p.batches {
+		if b.first <= off && off <= b.last.Offset {
+			return b.first
+		}
+	}
+	return off
+}
+
 // watermark returns the offset to commit, if any.
 func (p *partitionAcks) watermark() (kgo.EpochOffset, bool) {
 	p.mu.Lock()

@@ -158,6 +158,12 @@ func runChaosSeed(t *testing.T, env *chaosEnv, prof chaosProfile, seed uint64) (
 			r.mu.Lock()
 			t.Logf("seed %d timeline:\n%s", seed, strings.Join(r.timeline, "\n"))
 			r.mu.Unlock()
+			for _, in := range []*chaosInstance{r.a, r.b} {
+				if ex := in.exits(); len(ex) > 0 {
+					last := ex[len(ex)-1]
+					t.Logf("sluice %s pid %d, its last run's warnings and errors:\n%s", last.instance, last.pid, warnTail(last.log, 60))
+				}
+			}
 			// Log tails of the panics; the other unexpected exits once per
 			// distinct last error.
 			seen := map[string]int{}
@@ -431,4 +437,19 @@ func testChaosChecker(t *testing.T, env *chaosEnv, prof chaosProfile) {
 			t.Errorf("checker on a known partition: %s, want %s (%v)", got, want, c.corrupt)
 		}
 	}
+}
+
+// warnTail is the last n WARN and ERROR lines of a sluice log.
+func warnTail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.Contains(l, "level=WARN") || strings.Contains(l, "level=ERROR") {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out[max(0, len(out)-n):], "\n")
 }

@@ -44,26 +44,26 @@ func (s segment) id(tp topicPartition) string {
 	return fmt.Sprintf("%s/%d/%d-%d/%s", tp.topic, tp.partition, s.start, s.end, s.sha)
 }
 
-// maxOpenSegments bounds a partition's recorded segments not yet passed by
-// its committed offset: a worker that would record one more waits for a
-// commit. It keeps the commit's metadata under the broker's default
-// offset.metadata.max.bytes (4,096) and bounds a replay.
-const maxOpenSegments = 64
-
-// maxSegmentMetadata is the most a partition's metadata may take; a
-// segment that would make it longer waits, like the 65th.
-const maxSegmentMetadata = 3800
+// maxSegmentMetadata is the most a partition's commit metadata may take,
+// under the broker's default offset.metadata.max.bytes (4,096). A segment
+// that would make it longer waits for a commit to drop older ones, when one
+// can (see record).
+const maxSegmentMetadata = 3900
 
 // segmentsPrefix starts the commit metadata of exactly-once delivery, with
 // its format version.
 const segmentsPrefix = "sluice-eo1"
 
 // encodeSegments writes a partition's open segments as commit metadata:
-// "sluice-eo1|<sha>,<sha>|<start>-<end>@<i>,…" with i indexing the shas.
+// "sluice-eo1|<sha>,<sha>|<start>:<len>,<gap>:<len>@<i>,…". The first
+// segment gives its start offset, each later one its distance from the end
+// of the one before (0 when they touch); "@i" indexes the shas, left out for
+// the first. A segment of the usual kind takes five or six bytes.
 func encodeSegments(segs []segment) string {
 	var shas []string
 	idx := map[string]int{}
 	var b strings.Builder
+	prevEnd := int64(0)
 	for i, s := range segs {
 		k, ok := idx[s.sha]
 		if !ok {
@@ -74,7 +74,14 @@ func encodeSegments(segs []segment) string {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		fmt.Fprintf(&b, "%d-%d@%d", s.start, s.end, k)
+		b.WriteString(strconv.FormatInt(s.start-prevEnd, 10))
+		b.WriteByte(':')
+		b.WriteString(strconv.FormatInt(s.end-s.start, 10))
+		if k != 0 {
+			b.WriteByte('@')
+			b.WriteString(strconv.Itoa(k))
+		}
+		prevEnd = s.end
 	}
 	return segmentsPrefix + "|" + strings.Join(shas, ",") + "|" + b.String()
 }
@@ -97,19 +104,23 @@ func decodeSegments(meta string) ([]segment, error) {
 	}
 	shas := strings.Split(shaList, ",")
 	var segs []segment
+	prevEnd := int64(0)
 	for _, item := range strings.Split(list, ",") {
-		rng, k, ok1 := strings.Cut(item, "@")
-		a, b, ok2 := strings.Cut(rng, "-")
-		start, err1 := strconv.ParseInt(a, 10, 64)
-		end, err2 := strconv.ParseInt(b, 10, 64)
-		i, err3 := strconv.Atoi(k)
-		if !ok1 || !ok2 || err1 != nil || err2 != nil || err3 != nil || i < 0 || i >= len(shas) || start < 0 || end <= start {
+		rng, k, hasK := strings.Cut(item, "@")
+		a, b, ok := strings.Cut(rng, ":")
+		gap, err1 := strconv.ParseInt(a, 10, 64)
+		n, err2 := strconv.ParseInt(b, 10, 64)
+		i := 0
+		var err3 error
+		if hasK {
+			i, err3 = strconv.Atoi(k)
+		}
+		if !ok || err1 != nil || err2 != nil || err3 != nil || i < 0 || i >= len(shas) || gap < 0 || n <= 0 {
 			return nil, fmt.Errorf("segment metadata %q: bad segment %q", meta, item)
 		}
-		if n := len(segs); n > 0 && start < segs[n-1].end {
-			return nil, fmt.Errorf("segment metadata %q: segment %q overlaps the one before", meta, item)
-		}
-		segs = append(segs, segment{start: start, end: end, sha: shas[i]})
+		start := prevEnd + gap
+		segs = append(segs, segment{start: start, end: start + n, sha: shas[i]})
+		prevEnd = start + n
 	}
 	return segs, nil
 }
@@ -229,12 +240,18 @@ func (p *Pipeline) loadSegments(resps kadm.OffsetResponses, assigned map[string]
 
 // record adds seg to its partition's open segments and commits them,
 // fenced by the member's generation; only once that commit is acknowledged
-// may seg be inserted. It waits while the partition has maxOpenSegments
-// open, retries a commit that fails for a reason other than fencing (a
-// broker restart, a rebalance in progress) with backoff until ctx ends,
-// and returns errFenced when the coordinator says this member no longer
-// owns the partition.
-func (p *Pipeline) record(ctx context.Context, tp topicPartition, a *partitionAcks, seg segment) error {
+// may seg be inserted. It retries a commit that fails for a reason other
+// than fencing (a broker restart, a rebalance in progress) with backoff
+// until ctx ends, and returns errFenced when the coordinator says this
+// member no longer owns the partition.
+//
+// When the metadata would grow past maxSegmentMetadata it waits for a
+// commit to drop the oldest segments, but only when that can happen without
+// this worker: when the oldest segment ends before floor, the first offset
+// of the batch that holds seg's first record (that batch is not done until
+// seg lands, and neither are the segments that share it). Otherwise waiting
+// would never end, and the segment fails the pipeline, naming the limit.
+func (p *Pipeline) record(ctx context.Context, tp topicPartition, a *partitionAcks, seg segment, floor int64) error {
 	eo := p.eo
 	b := 50 * time.Millisecond
 	for {
@@ -242,9 +259,13 @@ func (p *Pipeline) record(ctx context.Context, tp topicPartition, a *partitionAc
 		st := a.eo
 		wm, hasWM := a.watermark()
 		open := pruneSegments(st.open, wm, hasWM)
-		if len(open) >= maxOpenSegments || len(encodeSegments(append(open, seg))) > maxSegmentMetadata {
+		if len(encodeSegments(append(open, seg))) > maxSegmentMetadata {
 			wait := eo.committed
 			eo.mu.Unlock()
+			if len(open) == 0 || open[0].end > floor {
+				return fmt.Errorf("exactly-once: partition %s has %d segments open within one polled batch, more than its commit metadata can record (%d bytes); lower kafka.max_poll_records or raise clickhouse.chunk_bytes",
+					tp, len(open)+1, maxSegmentMetadata)
+			}
 			select {
 			case <-wait:
 			case <-time.After(p.cfg.Kafka.CommitInterval):

@@ -101,7 +101,7 @@ func (w *partitionWorker) closeSegment(ctx context.Context) error {
 		rows += b.Rows()
 	}
 	if rows > 0 && !replayed {
-		if err := w.p.record(ctx, w.tp, w.acks, seg); err != nil {
+		if err := w.p.record(ctx, w.tp, w.acks, seg, w.acks.batchFirst(seg.start)); err != nil {
 			w.dropBlocks()
 			if ctx.Err() == nil {
 				w.p.log.Error("exactly-once: segment not recorded; its rows are dropped and its records stay uncommitted",
