@@ -36,7 +36,11 @@ func (s *Sink) CheckExactlyOnce(ctx context.Context, t *Table) error {
 		}
 		rep := sh.current()
 		where := rep.addr + sh.where(rep)
-		if s.serverSettings(ctx, rep)&settingDedupToken == 0 {
+		v, err := s.askSettings(ctx, rep)
+		if err != nil {
+			return fmt.Errorf("exactly-once delivery: asking the ClickHouse server at %s which settings it takes: %w", where, err)
+		}
+		if v&settingDedupToken == 0 {
 			return fmt.Errorf("exactly-once delivery: the ClickHouse server at %s does not take insert_deduplication_token (ClickHouse 22.2 and later do); use delivery: at_least_once with it", where)
 		}
 		if err := s.checkDedupWindow(ctx, rep, t.target.database, t.target.table, where); err != nil {

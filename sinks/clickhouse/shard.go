@@ -428,8 +428,13 @@ func (w *worker) insertWithRetry(ctx context.Context, ins *openInsert) error {
 			st.dedupToken = ""
 			if seg := ins.segment(); seg != "" {
 				// Checked at startup (CheckExactlyOnce); a replica
-				// that does not take the token must not get the rows.
-				if s.serverSettings(ctx, rep)&settingDedupToken == 0 {
+				// that does not take the token must not get the rows,
+				// and one that could not be asked is tried again.
+				v, aerr := s.askSettings(ctx, rep)
+				switch {
+				case aerr != nil:
+					err = fmt.Errorf("asking the server which settings it takes: %w", aerr)
+				case v&settingDedupToken == 0:
 					err = &PermanentError{Err: fmt.Errorf("exactly-once insert: the server does not take insert_deduplication_token")}
 				}
 				st.dedupToken, st.dedupViews = segmentToken(t, seg), true

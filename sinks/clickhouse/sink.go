@@ -233,16 +233,24 @@ const (
 // cannot reach it (18.16 over native) or the question failed, which is
 // asked again on the next insert.
 func (s *Sink) serverSettings(ctx context.Context, rep *replica) int32 {
+	v, _ := s.askSettings(ctx, rep)
+	return v
+}
+
+// askSettings is serverSettings with the error of a question that failed,
+// for callers that must tell "the server does not know it" from "the
+// server could not be asked".
+func (s *Sink) askSettings(ctx context.Context, rep *replica) (int32, error) {
 	if !s.tr.canSendSettings(rep) {
-		return 0
+		return 0, nil
 	}
 	if v := rep.settings.Load(); v&settingsAsked != 0 {
-		return v
+		return v, nil
 	}
 	rows, err := s.tr.query(ctx, rep, "SELECT name FROM system.settings WHERE name IN "+
 		"('insert_deduplication_token', 'async_insert', 'input_format_native_allow_types_conversion')")
 	if err != nil {
-		return 0
+		return 0, err
 	}
 	v := int32(settingsAsked)
 	for _, r := range rows {
@@ -257,7 +265,7 @@ func (s *Sink) serverSettings(ctx context.Context, rep *replica) int32 {
 		}
 	}
 	rep.settings.Store(v)
-	return v
+	return v, nil
 }
 
 // dedupSupported reports whether rep takes insert_deduplication_token and
