@@ -597,17 +597,27 @@ func (s *scenario) proxy() *testinfra.Proxy {
 	return p
 }
 
-// recordedSegments counts the scenario's partitions whose committed
-// metadata lists exactly-once segments.
-func (s *scenario) recordedSegments() int {
+// admin is an admin client of the scenario's broker, closed when the
+// scenario ends.
+func (s *scenario) admin() *kadm.Client {
 	s.t.Helper()
 	cl, err := s.e.kafka.NewClient()
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	var resps kadm.OffsetResponses
+	s.t.Cleanup(cl.Close)
+	return kadm.NewClient(cl)
+}
+
+// recordedSegments counts the scenario's partitions whose committed
+// metadata lists exactly-once segments.
+func (s *scenario) recordedSegments() int {
+	s.t.Helper()
+	adm := s.admin()
+	var (
+		resps kadm.OffsetResponses
+		err   error
+	)
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
 		if resps, err = adm.FetchOffsets(context.Background(), "g_"+s.name); err == nil {
 			break
@@ -630,12 +640,7 @@ func (s *scenario) recordedSegments() int {
 // of the scenario's topic has moved past where it was when called.
 func (s *scenario) waitAllCommitsMove(d time.Duration) {
 	s.t.Helper()
-	cl, err := s.e.kafka.NewClient()
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
+	adm := s.admin()
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	committed := func() map[int32]int64 {
