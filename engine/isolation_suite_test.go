@@ -321,6 +321,29 @@ func TestIsolationSuite(t *testing.T) {
 		// alone: go tool task test runs it after the other tests.
 		t.Skip("the isolation suite runs alone, with SLUICE_ISOLATION=reduced or full: go tool task test runs it after the other tests, go tool task isolation on its own")
 	}
+	// The servers' log tails, logged when a test fails, come after the
+	// failures; this cleanup, registered first, runs last and says again
+	// what failed, so that the end of the output names it.
+	var failMu sync.Mutex
+	var failures []string
+	errorf := func(format string, args ...any) {
+		t.Helper()
+		msg := fmt.Sprintf(format, args...)
+		failMu.Lock()
+		failures = append(failures, msg)
+		failMu.Unlock()
+		t.Error(msg)
+	}
+	t.Cleanup(func() {
+		failMu.Lock()
+		defer failMu.Unlock()
+		switch {
+		case len(failures) > 0:
+			t.Logf("isolation suite failures (%d):\n  %s", len(failures), strings.Join(failures, "\n  "))
+		case t.Failed():
+			t.Log("isolation suite failed: a fatal error above stopped it (its line is the first with \"isolation_suite_test.go\" and no rate)")
+		}
+	})
 	prof := isoProfileFromEnv()
 	bin := buildSluice(t)
 	advDir := t.TempDir()
@@ -513,7 +536,7 @@ tenants:
 		t.Helper()
 		got := queryString(t, e.ch, "SELECT count(), uniqExact(toUInt64(attrs.value[indexOf(attrs.key, 'seq')])) FROM logs")
 		if want := fmt.Sprintf("%d\t%d", prof.bRecords, prof.bRecords); got != want {
-			t.Errorf("%s: B's (rows, distinct records) = %q, want %q (produced = landed)", run, got, want)
+			errorf("%s: B's (rows, distinct records) = %q, want %q (produced = landed)", run, got, want)
 		}
 		if err := e.ch.Exec(ctx, "TRUNCATE TABLE logs"); err != nil {
 			t.Fatal(err)
@@ -566,7 +589,7 @@ tenants:
 			if has["perm"] {
 				// Class 8: A's table goes away, then A's records come.
 				if err := e.ch.Exec(ctx, "DROP TABLE a_perm"); err != nil {
-					t.Error(err)
+					errorf("%v", err)
 					return
 				}
 				produceTo(t, e, "a-perm-"+run, logLines(8, permRecords))
@@ -599,23 +622,23 @@ tenants:
 			t.Fatalf("%s: sluice never ran", run)
 		}
 		if gone, err := mixedRun.exited(); gone {
-			t.Errorf("%s: sluice exited while B drained: %v", run, err)
+			errorf("%s: sluice exited while B drained: %v", run, err)
 		}
 		if member2 != nil {
 			if gone, err := member2.exited(); gone {
-				t.Errorf("9: member 2 exited: %v", err)
+				errorf("9: member 2 exited: %v", err)
 			} else {
 				member2.p.term()
 			}
 			if !rebalanced {
-				t.Error("9: the second member never joined the group")
+				errorf("%v", "9: the second member never joined the group")
 			}
 		}
 		// A's classes: each ran, was contained, and lost nothing of what
 		// it could land.
 		if has["perm"] {
 			if permReady == "" {
-				t.Error("8 permanent insert error: /readyz never named a_perm")
+				errorf("%v", "8 permanent insert error: /readyz never named a_perm")
 			}
 			if err := e.ch.Exec(ctx, logsAs("a_perm")); err != nil {
 				t.Fatal(err)
@@ -625,7 +648,7 @@ tenants:
 		if has["big"] {
 			waitCount(t, e, "SELECT count() FROM adv_big", prof.bigCount)
 			if got := queryInt(t, e.ch, fmt.Sprintf("SELECT count() FROM adv_big WHERE length(value) = %d", prof.bigBytes)); got != prof.bigCount {
-				t.Errorf("4 output ≫ input: %d of %d big rows landed whole", got, prof.bigCount)
+				errorf("4 output ≫ input: %d of %d big rows landed whole", got, prof.bigCount)
 			}
 		}
 		if has["logs"] {
@@ -639,20 +662,20 @@ tenants:
 		for _, p := range a {
 			for deadline := time.Now().Add(3 * time.Minute); !committedEnd(t, e, "iso-"+run, p.topic()); time.Sleep(200 * time.Millisecond) {
 				if time.Now().After(deadline) {
-					t.Errorf("%s: tenant A's topic %s not committed to its end", p.class, p.topic())
+					errorf("%s: tenant A's topic %s not committed to its end", p.class, p.topic())
 					break
 				}
 			}
 		}
 		if gone, err := mixedRun.exited(); gone {
-			t.Errorf("%s: sluice exited: %v", run, err)
+			errorf("%s: sluice exited: %v", run, err)
 		}
 		peak := mixedRun.peak.peakRSS.Load()
 		mixedRun.p.term()
 		w.stop()
 		bound := isoRSSBound(len(a), len(a))
 		if peak > bound {
-			t.Errorf("%s: peak RSS %d MiB over the bound of %d MiB", run, peak>>20, bound>>20)
+			errorf("%s: peak RSS %d MiB over the bound of %d MiB", run, peak>>20, bound>>20)
 		}
 		var classes []string
 		for _, p := range a {
@@ -666,27 +689,27 @@ tenants:
 			switch p.name {
 			case "grow", "flood", "mem", "stack":
 				if n != len(p.values) {
-					t.Errorf("%s: %d of %d records dead-lettered", p.class, n, len(p.values))
+					errorf("%s: %d of %d records dead-lettered", p.class, n, len(p.values))
 				}
 			case "crash":
 				// At least once: across the rebalances a record that was
 				// dead-lettered but not yet committed is dead-lettered again.
 				if n < len(p.values) {
-					t.Errorf("%s: %d of %d records dead-lettered", p.class, n, len(p.values))
+					errorf("%s: %d of %d records dead-lettered", p.class, n, len(p.values))
 				}
 				line += fmt.Sprintf("; member 2 joined %v", rebalanced)
 			case "logs":
 				if n != 1 || cut != 1 {
-					t.Errorf("%s: %d dead-lettered (%d cut), want the one record, cut", p.class, n, cut)
+					errorf("%s: %d dead-lettered (%d cut), want the one record, cut", p.class, n, cut)
 				}
 			case "poison":
 				if n != 2*prof.poison {
-					t.Errorf("%s: %d dead-lettered, want %d", p.class, n, 2*prof.poison)
+					errorf("%s: %d dead-lettered, want %d", p.class, n, 2*prof.poison)
 				}
 			case "initfail":
 				rows := queryInt(t, e.ch, "SELECT count() FROM a_events")
 				if rows+n != len(p.values) {
-					t.Errorf("%s: %d rows and %d dead-lettered of %d records", p.class, rows, n, len(p.values))
+					errorf("%s: %d rows and %d dead-lettered of %d records", p.class, rows, n, len(p.values))
 				}
 				line += fmt.Sprintf("; %d rows landed", rows)
 			case "perm":
@@ -701,16 +724,16 @@ tenants:
 			for _, a := range apiResults {
 				table = append(table, fmt.Sprintf("%-4s 5 upload %-17s %d in %s", run, a.name, a.status, a.took.Round(time.Millisecond)))
 				if a.status != http.StatusUnprocessableEntity {
-					t.Errorf("5 upload %s: status %d, want 422", a.name, a.status)
+					errorf("5 upload %s: status %d, want 422", a.name, a.status)
 				}
 			}
 			table = append(table, fmt.Sprintf("%-4s 11 a path with .. and no token: %d; wrong tokens: %d of 30 got 429; stalled 8 MiB uploads still held: %d of %d",
 				run, dotStatus, wrong429, stalledHeld, prof.stalled))
 			if wrong429 < 15 {
-				t.Errorf("11 wrong tokens: only %d of 30 rate-limited", wrong429)
+				errorf("11 wrong tokens: only %d of 30 rate-limited", wrong429)
 			}
 			if dotStatus != http.StatusUnauthorized {
-				t.Errorf("11 a path with ..: %d without a token, want 401", dotStatus)
+				errorf("11 a path with ..: %d without a token, want 401", dotStatus)
 			}
 		}
 		return mixResult{name: run, classes: classes, res: res, peak: peak, bound: bound}
@@ -726,15 +749,17 @@ tenants:
 
 	// Each mix is compared with the solo runs just before and after it,
 	// so that a change in what else the machine runs moves both. A mix
-	// under 80% runs once more, with a solo run after it: a hostile
-	// class that slows B does so every time, a busy moment seldom twice.
+	// under 80% runs again, up to twice, each time with a solo run after
+	// it: a hostile class that slows B does so every time, a busy moment
+	// (B's solo rate varies by 15% between runs on a quiet machine)
+	// seldom three times in a row.
 	before := solo("solo0")
 	var mixes []mixResult
 	for mi, names := range mixNames {
 		for attempt := 1; ; attempt++ {
 			run := fmt.Sprintf("mix%d", mi+1)
 			if attempt > 1 {
-				run += "-again"
+				run += fmt.Sprintf("-again%d", attempt-1)
 			}
 			m := runMix(run, names)
 			after := solo("solo-after-" + run)
@@ -745,8 +770,8 @@ tenants:
 			if ratio >= 0.8 {
 				break
 			}
-			if attempt == 2 {
-				t.Errorf("%s: tenant B at %.0f rows/s beside A, below 80%% of its solo %.0f rows/s, twice", run, m.res.rate, m.solo)
+			if attempt == 3 {
+				errorf("%s: tenant B at %.0f rows/s beside A, below 80%% of its solo %.0f rows/s, three times", run, m.res.rate, m.solo)
 				break
 			}
 			t.Logf("%s: tenant B at %.1f%% of the solo runs beside it; running the mix once more", run, 100*ratio)

@@ -62,6 +62,8 @@ type drainFigures struct {
 	// KafkaFlushIntervalMs is the Kafka engine's kafka_flush_interval_ms
 	// (the server's default when not set on the table, as it reports it).
 	KafkaFlushIntervalMs int `json:"kafka_flush_interval_ms,omitempty"`
+	// Server is the server's own account of the arm's table.
+	Server *serverCounters `json:"server,omitempty"`
 
 	samples []sample
 }
@@ -216,6 +218,7 @@ func (r *rig) runSluice(ctx context.Context, f *drainFigures, wasm string, rows 
 		f.Error = join(f.Error, err.Error())
 	}
 	e.finishGates(ctx, f, f.Table, want(), 0)
+	f.Server = e.serverCounters(ctx, f.Table)
 	return start
 }
 
@@ -331,6 +334,9 @@ func (f *drainFigures) summary() string {
 	s := fmt.Sprintf("%s/%s %d rows in %.1fs: %.0f rows/s overall, %.0f after the first row, %.0f between 10%% and 90%%; %.0f rows per core-second (%.1f CPU-s; clickhouse %.1f, kafka %.1f); peak RSS %.0f MiB; gates pass %v; dups %d",
 		f.System, f.Format, f.Rows, f.ElapsedS, f.RowsPerSec, f.AfterFirstRowsPerSec, f.SteadyRowsPerSec, f.RowsPerCoreSec,
 		f.CPUSeconds, f.ClickHouseCPUSeconds, f.KafkaCPUSeconds, f.PeakRSSMiB, f.GatesPass, f.Duplicates)
+	if f.Server != nil {
+		s += "; " + f.Server.String()
+	}
 	if f.Error != "" {
 		s += "; ERROR: " + f.Error
 	}
@@ -543,6 +549,7 @@ func (r *rig) kafkaEngine(ctx context.Context, f *drainFigures, want sensor.Expe
 		}
 	}
 	e.finishGates(ctx, f, gate, want, 0)
+	f.Server = e.serverCounters(ctx, store)
 }
 
 // sustained is one open-loop run at a fraction of the drain throughput.

@@ -40,11 +40,37 @@ type env struct {
 
 	dir        string
 	sluiceBin  string
-	avroWasm   string
+	avroWasm   string // the Avro module the sluice arms run (-module)
+	avroModule string // its SDK: go, c, rust or as
+	goAvroWasm string // the Go SDK's Avro module, which the wasm arm compares with its native build
 	jsonWasm   string
 	cacheDir   string
 	partitions int
 	logf       func(format string, args ...any)
+}
+
+// avroModules are the sensor-batch Avro modules of the guest SDKs, the
+// rig's -module choices: the same rows and dead letters (checked by
+// wasmhost's TestSensorBatchPortsMatchGo), from different compilers.
+var avroModules = map[string]string{
+	"go":   "examples/sensor-batch",
+	"c":    "examples/sensor-batch-c",
+	"rust": "examples/sensor-batch-rust",
+	"as":   "examples/sensor-batch-as/index.ts",
+}
+
+// buildAvroModule builds the Avro module of an SDK other than Go's into out.
+func buildAvroModule(ctx context.Context, module, out string) error {
+	src := filepath.Join(wasmbuild.RepoRoot(), avroModules[module])
+	switch module {
+	case "c":
+		return wasmbuild.BuildC(ctx, wasmbuild.Wasm, src, out)
+	case "rust":
+		return wasmbuild.BuildRust(ctx, src, out)
+	case "as":
+		return wasmbuild.BuildAS(ctx, filepath.Join(wasmbuild.RepoRoot(), wasmbuild.ASSDKDir), src, out)
+	}
+	return fmt.Errorf("unknown module %q (want one of go, c, rust, as)", module)
 }
 
 // kafkaJVMArgs suit throughput on this machine: testinfra's defaults stop
@@ -52,8 +78,8 @@ type env struct {
 // CPU per byte in a long run.
 var kafkaJVMArgs = []string{"-Xms1g", "-Xmx1g", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20"}
 
-func startEnv(ctx context.Context, dir string, partitions int, server testinfra.Server, logf func(string, ...any)) (*env, error) {
-	e := &env{dir: dir, partitions: partitions, logf: logf, cacheDir: filepath.Join(dir, "wasm-cache"), server: server}
+func startEnv(ctx context.Context, dir string, partitions int, server testinfra.Server, avroModule string, logf func(string, ...any)) (*env, error) {
+	e := &env{dir: dir, partitions: partitions, logf: logf, cacheDir: filepath.Join(dir, "wasm-cache"), server: server, avroModule: avroModule}
 	if server == testinfra.Modern {
 		e.layout = sensor.LayoutModern
 	}
@@ -62,9 +88,16 @@ func startEnv(ctx context.Context, dir string, partitions int, server testinfra.
 	if e.sluiceBin, err = buildSluice(ctx, dir); err != nil {
 		return nil, err
 	}
-	e.avroWasm = filepath.Join(dir, "sensor-batch.wasm")
-	if err := wasmbuild.Build(ctx, filepath.Join(wasmbuild.RepoRoot(), "examples/sensor-batch"), e.avroWasm); err != nil {
+	e.goAvroWasm = filepath.Join(dir, "sensor-batch.wasm")
+	if err := wasmbuild.Build(ctx, filepath.Join(wasmbuild.RepoRoot(), "examples/sensor-batch"), e.goAvroWasm); err != nil {
 		return nil, err
+	}
+	e.avroWasm = e.goAvroWasm
+	if avroModule != "go" {
+		e.avroWasm = filepath.Join(dir, "sensor-batch-"+avroModule+".wasm")
+		if err := buildAvroModule(ctx, avroModule, e.avroWasm); err != nil {
+			return nil, err
+		}
 	}
 	e.jsonWasm = filepath.Join(dir, "sensor-batch-json.wasm")
 	if err := wasmbuild.Build(ctx, filepath.Join(wasmbuild.RepoRoot(), "examples/sensor-batch-json"), e.jsonWasm); err != nil {
@@ -72,15 +105,17 @@ func startEnv(ctx context.Context, dir string, partitions int, server testinfra.
 	}
 	// Compile the modules into the cache sluice uses, so that no arm pays
 	// the compilation (about a second of CPU for each).
-	if err := warmCache(ctx, e.cacheDir, e.avroWasm, e.jsonWasm); err != nil {
+	if err := warmCache(ctx, e.cacheDir, e.avroWasm, e.goAvroWasm, e.jsonWasm); err != nil {
 		return nil, err
 	}
 	logf("starting ClickHouse %s and Kafka", server)
+	logConfig, logProfile := serverLogConfig(server)
 	e.ch, err = testinfra.StartClickHouse(ctx, testinfra.ClickHouseOptions{
 		Server: server,
 		// The Kafka engine reads JSONEachRow with the settings of the
 		// default profile; the events arrive as an object of arrays.
-		ProfileSettings: "<input_format_import_nested_json>1</input_format_import_nested_json>",
+		ProfileSettings: "<input_format_import_nested_json>1</input_format_import_nested_json>" + logProfile,
+		ExtraConfig:     logConfig,
 	})
 	if err != nil {
 		return nil, err

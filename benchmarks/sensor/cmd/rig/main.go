@@ -103,6 +103,7 @@ func main() {
 	png := flag.String("png", "benchmarks/results/sensor-batch.png", "chart, relative to the repository root: PNG, or SVG when the name ends in .svg")
 	sluiceYAML := flag.String("sluice-yaml", "", "extra top-level YAML for the sluice config (knobs), e.g. 'clickhouse: {insert_linger: 200ms}'")
 	keep := flag.Bool("keep", false, "keep the run's directory (configs, logs, binaries)")
+	module := flag.String("module", "go", "the SDK whose Avro module the sluice arms run: go, c, rust or as (the JSON module and the wasm arm are Go's)")
 	keBlock := flag.Int("ke-block", 0, "kafka_max_block_size of the Kafka engine (messages); default from the profile")
 	flag.Parse()
 
@@ -126,6 +127,9 @@ func main() {
 	if *keBlock > 0 {
 		prof.keBlock = *keBlock
 	}
+	if _, ok := avroModules[*module]; !ok {
+		check(fmt.Errorf("unknown module %q (want go, c, rust or as)", *module), "flags")
+	}
 	want := map[string]bool{}
 	for _, a := range strings.Split(*arms, ",") {
 		want[strings.TrimSpace(a)] = true
@@ -144,7 +148,7 @@ func main() {
 		logf("run directory: %s", dir)
 	}
 	began := time.Now()
-	e, err := startEnv(ctx, dir, 8, server, logf)
+	e, err := startEnv(ctx, dir, 8, server, *module, logf)
 	check(err, "start")
 	defer e.close()
 	r := &rig{prof: prof, env: e, sluiceYAML: *sluiceYAML, logf: logf}
@@ -159,6 +163,7 @@ func main() {
 			"sluice": "defaults (chunk_linger 200ms, insert_linger 500ms, chunk_bytes 1MiB, queue_capacity 8, max_inflight_bytes 128MiB, " +
 				"max_batch_records 1000, max_batch_bytes 1MiB), commit_interval 500ms, dead_letter topic per arm",
 			"sluice_yaml_extra":      *sluiceYAML,
+			"avro_module":            avroModules[*module],
 			"kafka_engine_consumers": 1, "kafka_engine_max_block_size": prof.keBlock,
 			"drain_batches": prof.drainBatches, "sbs_batches": prof.sbsBatches, "sustained_seconds": prof.sustainedSeconds,
 		},

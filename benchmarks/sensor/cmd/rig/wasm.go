@@ -45,7 +45,7 @@ type wasmFigure struct {
 func (r *rig) wasmArm(ctx context.Context) *wasmOverhead {
 	w := &wasmOverhead{Batches: r.prof.wasmBatches,
 		Note: "one core each, sequentially, while the broker and server idle; records per call as the engine's max_batch_bytes (1 MiB) allows"}
-	w.Avro = r.wasmFormat(ctx, w, "avro", sensor.AppendAvro, "examples/sensor-batch", r.env.avroWasm)
+	w.Avro = r.wasmFormat(ctx, w, "avro", sensor.AppendAvro, "examples/sensor-batch", r.env.goAvroWasm)
 	w.JSON = r.wasmFormat(ctx, w, "json", sensor.AppendJSON, "examples/sensor-batch-json", r.env.jsonWasm)
 	return w
 }

@@ -1,0 +1,125 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/sluicehq/sluice/internal/testinfra"
+)
+
+// serverLogConfig turns on the server logs the rig reads its counters from:
+// system.part_log on both servers, and on 18.16 system.query_log (26.9's
+// configuration has it already).
+func serverLogConfig(server testinfra.Server) (extraConfig, profileSettings string) {
+	extraConfig = `<part_log><database>system</database><table>part_log</table><flush_interval_milliseconds>1000</flush_interval_milliseconds></part_log>`
+	if server == testinfra.Legacy {
+		extraConfig += `<query_log><database>system</database><table>query_log</table><flush_interval_milliseconds>1000</flush_interval_milliseconds></query_log>`
+		profileSettings = "<log_queries>1</log_queries>"
+	}
+	return extraConfig, profileSettings
+}
+
+// serverCounters are the server's own account of an arm's table, read from
+// system.query_log and system.part_log once the arm is over: what the
+// inserts cost and how much merging the parts they made caused so far.
+type serverCounters struct {
+	// Inserts are the INSERT queries into the table (sluice's; the Kafka
+	// engine's view writes without one), their rows and the CPU the
+	// server's threads spent on them (UserTimeMicroseconds +
+	// SystemTimeMicroseconds).
+	Inserts          int64   `json:"inserts"`
+	InsertedRows     int64   `json:"inserted_rows"`
+	InsertCPUSeconds float64 `json:"insert_cpu_s"`
+	// NewParts are the parts the writes created, and their rows.
+	NewParts    int64 `json:"new_parts"`
+	NewPartRows int64 `json:"new_part_rows"`
+	// Merges are the merges of the table's parts finished by the time of
+	// reading, the rows they read, their wall time, and (26.9, whose
+	// part_log has ProfileEvents) their CPU.
+	Merges           int64   `json:"merges"`
+	MergedRows       int64   `json:"merged_rows"`
+	MergeSeconds     float64 `json:"merge_s"`
+	MergeCPUSeconds  float64 `json:"merge_cpu_s,omitempty"`
+	RowsPerNewPart   float64 `json:"rows_per_new_part"`
+	MergedPerWritten float64 `json:"merged_rows_per_written_row"`
+	Error            string  `json:"error,omitempty"`
+}
+
+// serverCounters reads the counters of table after flushing the logs.
+func (e *env) serverCounters(ctx context.Context, table string) *serverCounters {
+	c := &serverCounters{}
+	if err := e.ch.Exec(ctx, "SYSTEM FLUSH LOGS"); err != nil {
+		c.Error = "flush logs: " + err.Error()
+		return c
+	}
+	cpu := "ProfileEvents['UserTimeMicroseconds'] + ProfileEvents['SystemTimeMicroseconds']"
+	inserts := fmt.Sprintf("type = 'QueryFinish' AND query_kind = 'Insert' AND has(tables, 'default.%s')", table)
+	if e.server == testinfra.Legacy {
+		cpu = "arraySum(arrayMap((n, v) -> if(n IN ('UserTimeMicroseconds', 'SystemTimeMicroseconds'), v, 0), ProfileEvents.Names, ProfileEvents.Values))"
+		inserts = fmt.Sprintf("type = 2 AND query LIKE 'INSERT INTO %%%s%%'", table)
+	}
+	out, err := e.query(ctx, fmt.Sprintf("SELECT count(), sum(written_rows), sum(%s) FROM system.query_log WHERE %s FORMAT TSV", cpu, inserts))
+	if err != nil {
+		c.Error = "query_log: " + err.Error()
+		return c
+	}
+	var insertCPUus int64
+	if err := scanTSV(out, &c.Inserts, &c.InsertedRows, &insertCPUus); err != nil {
+		c.Error = "query_log: " + err.Error()
+		return c
+	}
+	c.InsertCPUSeconds = float64(insertCPUus) / 1e6
+	mergeCPU := "0"
+	if e.server == testinfra.Modern {
+		mergeCPU = "sumIf(" + cpu + ", event_type = 'MergeParts')"
+	}
+	out, err = e.query(ctx, fmt.Sprintf(`SELECT countIf(event_type = 'NewPart'), sumIf(rows, event_type = 'NewPart'),
+  countIf(event_type = 'MergeParts'), sumIf(rows, event_type = 'MergeParts'), sumIf(duration_ms, event_type = 'MergeParts'), %s
+FROM system.part_log WHERE database = currentDatabase() AND table = '%s' FORMAT TSV`, mergeCPU, table))
+	if err != nil {
+		c.Error = "part_log: " + err.Error()
+		return c
+	}
+	var mergeMs, mergeCPUus int64
+	if err := scanTSV(out, &c.NewParts, &c.NewPartRows, &c.Merges, &c.MergedRows, &mergeMs, &mergeCPUus); err != nil {
+		c.Error = "part_log: " + err.Error()
+		return c
+	}
+	c.MergeSeconds, c.MergeCPUSeconds = float64(mergeMs)/1e3, float64(mergeCPUus)/1e6
+	if c.NewParts > 0 {
+		c.RowsPerNewPart = float64(c.NewPartRows) / float64(c.NewParts)
+	}
+	if c.NewPartRows > 0 {
+		c.MergedPerWritten = float64(c.MergedRows) / float64(c.NewPartRows)
+	}
+	return c
+}
+
+// scanTSV parses one TSV line of integers into dst.
+func scanTSV(out string, dst ...*int64) error {
+	fields := strings.Split(strings.TrimSpace(out), "\t")
+	if len(fields) != len(dst) {
+		return fmt.Errorf("want %d fields, got %q", len(dst), out)
+	}
+	for i, f := range fields {
+		v, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			return fmt.Errorf("field %d of %q: %w", i, out, err)
+		}
+		*dst[i] = v
+	}
+	return nil
+}
+
+func (c *serverCounters) String() string {
+	if c == nil {
+		return "-"
+	}
+	if c.Error != "" {
+		return "server counters: " + c.Error
+	}
+	return fmt.Sprintf("server: %d inserts (%.1f CPU-s), %d new parts (%.0f rows each), %d merges of %d rows (%.1f s, %.1f CPU-s; %.2f merged per written row)",
+		c.Inserts, c.InsertCPUSeconds, c.NewParts, c.RowsPerNewPart, c.Merges, c.MergedRows, c.MergeSeconds, c.MergeCPUSeconds, c.MergedPerWritten)
+}
