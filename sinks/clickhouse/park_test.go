@@ -25,6 +25,8 @@ type tableServer struct {
 	broken map[string]bool
 	down   bool
 	landed map[string]int
+	// inserts counts the inserts that landed.
+	inserts int
 }
 
 func (f *tableServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -59,6 +61,7 @@ func (f *tableServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			f.landed[table] += len(ids)
+			f.inserts++
 		}
 	default:
 		http.Error(w, "Code: 62. DB::Exception: Syntax error: "+sql, 400)
