@@ -365,30 +365,36 @@ func (s *subBlock) size() int {
 // plan inserts it.
 func (s *subBlock) encodeNative(plan *insertPlan, buf *proto.Buffer) error {
 	in := plan.input(s)
-	for i, kind := range plan.lcKind {
-		if kind == 0 {
-			continue
-		}
-		if plan.conv[i] != nil {
-			// A converted column is encoded once: no dictionary to keep.
-			col := in[i].Data.(column)
-			lc := newLowCardinalityString(col)
-			lc.bind(col)
-			in[i].Data = lc
-			continue
-		}
-		c := plan.cols[i]
-		if s.lc == nil {
-			s.lc = make([]*lowCardinalityString, len(s.cols))
-		}
-		if s.lc[c] == nil {
-			s.lc[c] = newLowCardinalityString(s.cols[c])
-		}
-		s.lc[c].bind(s.cols[c])
-		in[i].Data = s.lc[c]
+	for i := range in {
+		in[i].Data = s.lowCardinality(plan, i, in[i].Data)
 	}
 	blk := proto.Block{Columns: len(in), Rows: s.rows}
 	return blk.EncodeRawBlock(buf, 0, in)
+}
+
+// lowCardinality returns plan's i-th column of the part, data, as
+// LowCardinality with its dictionary when the column is
+// LowCardinality(String) or LowCardinality(Nullable(String)), else data.
+func (s *subBlock) lowCardinality(plan *insertPlan, i int, data proto.ColInput) proto.ColInput {
+	if plan.lcKind[i] == 0 {
+		return data
+	}
+	if plan.conv[i] != nil {
+		// A converted column is encoded once: no dictionary to keep.
+		col := data.(column)
+		lc := newLowCardinalityString(col)
+		lc.bind(col)
+		return lc
+	}
+	c := plan.cols[i]
+	if s.lc == nil {
+		s.lc = make([]*lowCardinalityString, len(s.cols))
+	}
+	if s.lc[c] == nil {
+		s.lc[c] = newLowCardinalityString(s.cols[c])
+	}
+	s.lc[c].bind(s.cols[c])
+	return s.lc[c]
 }
 
 // encodeNative appends the block in ClickHouse's Native format (the body of

@@ -145,12 +145,32 @@ func (c *lowCardinalityString) EncodeColumn(b *proto.Buffer) {
 		// Without a global dictionary, key 0 of a Nullable dictionary is NULL.
 		c.index.AppendBytes(nil)
 	}
+	// A value equal to the row before's takes its key without a lookup:
+	// a record's rows often repeat a value (its sensor, its source). A
+	// column whose values change row after row stops comparing after
+	// runMisses misses in a row.
+	const runMisses = 16
+	var prev []byte
+	prevKey, misses := uint32(0), runMisses
 	for i := range rows {
 		if c.nulls != nil && c.nulls[i] == 1 {
 			c.keys = append(c.keys, 0)
 			continue
 		}
-		c.keys = append(c.keys, c.key(c.src.value(i)))
+		v := c.src.value(i)
+		switch {
+		case i == 0:
+			misses = 0
+		case misses < runMisses:
+			if bytes.Equal(v, prev) {
+				misses = 0
+				c.keys = append(c.keys, prevKey)
+				continue
+			}
+			misses++
+		}
+		prev, prevKey = v, c.key(v)
+		c.keys = append(c.keys, prevKey)
 	}
 	n := c.index.Rows()
 	var width, keyType int

@@ -12,10 +12,16 @@ import (
 // lowCardColumn is a String column of rows values, distinct of them
 // different.
 func lowCardColumn(t testing.TB, rows, distinct int) *stringColumn {
+	return lowCardRuns(t, rows, distinct, func(int) int { return 1 })
+}
+
+// lowCardRuns is a column of rows values, value-0 … value-(distinct-1) in
+// turn, each in a run of run(i) rows, i the run's first row.
+func lowCardRuns(t testing.TB, rows, distinct int, run func(i int) int) *stringColumn {
 	t.Helper()
 	var c stringColumn
-	for i := range rows {
-		v := fmt.Sprintf("value-%d", i%distinct)
+	for _, k := range lowCardRunValues(rows, distinct, run) {
+		v := fmt.Sprintf("value-%d", k)
 		if _, err := c.decode(append([]byte{byte(len(v))}, v...)); err != nil {
 			t.Fatal(err)
 		}
@@ -23,11 +29,39 @@ func lowCardColumn(t testing.TB, rows, distinct int) *stringColumn {
 	return &c
 }
 
+// lowCardRunValues are the values' indexes of lowCardRuns's rows.
+func lowCardRunValues(rows, distinct int, run func(int) int) []int {
+	out := make([]int, 0, rows)
+	for k := 0; len(out) < rows; k++ {
+		for range min(run(len(out)), rows-len(out)) {
+			out = append(out, k%distinct)
+		}
+	}
+	return out
+}
+
 // TestLowCardinalityStringRoundTrip: ch-go's decoder reads back the values
 // the encoder wrote, twice over the same encoder (its dictionary is reused).
 func TestLowCardinalityStringRoundTrip(t *testing.T) {
-	for _, c := range []struct{ rows, distinct int }{{1, 1}, {1000, 7}, {1000, 1000}, {70_000, 300}, {300, 300}} {
-		col := lowCardColumn(t, c.rows, c.distinct)
+	one := func(int) int { return 1 }
+	// Runs of 50 rows; then, past row 1000, values that change every row
+	// for 40 rows (past the encoder's misses before it stops comparing)
+	// and runs of 7 after.
+	mixed := func(i int) int {
+		switch {
+		case i < 1000:
+			return 50
+		case i < 1040:
+			return 1
+		}
+		return 7
+	}
+	for _, c := range []struct {
+		rows, distinct int
+		run            func(int) int
+	}{{1, 1, one}, {1000, 7, one}, {1000, 1000, one}, {70_000, 300, one}, {300, 300, one}, {3000, 9, mixed}} {
+		col := lowCardRuns(t, c.rows, c.distinct, c.run)
+		want := lowCardRunValues(c.rows, c.distinct, c.run)
 		enc := newLowCardinalityString(col)
 		for range 2 {
 			var b proto.Buffer
@@ -42,7 +76,7 @@ func TestLowCardinalityStringRoundTrip(t *testing.T) {
 				t.Fatalf("%d rows, %d distinct: %v", c.rows, c.distinct, err)
 			}
 			for i := range c.rows {
-				if got, want := dec.Row(i), fmt.Sprintf("value-%d", i%c.distinct); got != want {
+				if got, want := dec.Row(i), fmt.Sprintf("value-%d", want[i]); got != want {
 					t.Fatalf("%d rows, %d distinct: row %d = %q, want %q", c.rows, c.distinct, i, got, want)
 				}
 			}
@@ -51,14 +85,24 @@ func TestLowCardinalityStringRoundTrip(t *testing.T) {
 }
 
 // BenchmarkLowCardinalityString: one insert's encoding of a column of
-// 10,000 rows of 500 distinct values, with the encoder kept by its block.
+// 10,000 rows of 500 distinct values, with the encoder kept by its block:
+// each row's value differs from the one before ("cycle"), or each value
+// comes in a run of 100 rows, as a record's batch-level field does over
+// its rows ("runs").
 func BenchmarkLowCardinalityString(b *testing.B) {
-	enc := newLowCardinalityString(lowCardColumn(b, 10_000, 500))
-	var buf proto.Buffer
-	b.ReportAllocs()
-	for b.Loop() {
-		buf.Reset()
-		enc.EncodeColumn(&buf)
+	for _, c := range []struct {
+		name string
+		col  *stringColumn
+	}{{"cycle", lowCardColumn(b, 10_000, 500)}, {"runs", lowCardRuns(b, 10_000, 500, func(int) int { return 100 })}} {
+		b.Run(c.name, func(b *testing.B) {
+			enc := newLowCardinalityString(c.col)
+			var buf proto.Buffer
+			b.ReportAllocs()
+			for b.Loop() {
+				buf.Reset()
+				enc.EncodeColumn(&buf)
+			}
+		})
 	}
 }
 

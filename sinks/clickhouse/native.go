@@ -20,6 +20,9 @@ import (
 const (
 	compatRevision = 54031
 	modernRevision = 54420
+	// lowCardinalityRevision is the first that carries LowCardinality
+	// columns as such (DBMS_MIN_REVISION_WITH_LOW_CARDINALITY_TYPE).
+	lowCardinalityRevision = 54405
 )
 
 // nativeTransport inserts over ClickHouse's native protocol with ch-go.
@@ -113,7 +116,26 @@ func (nc *nativeConn) insert(ctx context.Context, plan *insertPlan, src *partSou
 	if nc.c.IsClosed() {
 		return errConnClosed
 	}
-	input := plan.input(src.next(ctx).sub)
+	// From revision 54405 on, the server reads LowCardinality columns in
+	// their own serialization: sluice sends LowCardinality(String) and
+	// LowCardinality(Nullable(String)) as a dictionary of the part's
+	// distinct values and a key per row, which spares the server hashing
+	// every value into a dictionary of its own and both sides compressing
+	// the values row by row. Older revisions get the inner type, which
+	// the server converts.
+	_, rev := nc.rep.dialer.Server()
+	lc := rev >= lowCardinalityRevision
+	columns := func(sub *subBlock, input proto.Input) {
+		for i := range input {
+			input[i].Data = plan.column(sub, i)
+			if lc {
+				input[i].Data = sub.lowCardinality(plan, i, input[i].Data)
+			}
+		}
+	}
+	first := src.next(ctx).sub
+	input := plan.input(first)
+	columns(first, input)
 	q := ch.Query{
 		Body:  plan.target.insertSQL,
 		Input: input,
@@ -123,9 +145,7 @@ func (nc *nativeConn) insert(ctx context.Context, plan *insertPlan, src *partSou
 				input[0].Data = emptyColumn{}
 				return io.EOF
 			}
-			for i := range input {
-				input[i].Data = plan.column(p.sub, i)
-			}
+			columns(p.sub, input)
 			return nil
 		},
 	}

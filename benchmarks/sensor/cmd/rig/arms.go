@@ -385,7 +385,11 @@ type sbsPair struct {
 	EngineRowsPerS  float64 `json:"engine_rows_per_s"`
 	Ratio           float64 `json:"ratio_rows_per_s"`
 	RatioPerCore    float64 `json:"ratio_rows_per_pipeline_core_s"`
-	BothGatesPass   bool    `json:"both_gates_pass"`
+	// RatioWholePipeline counts the broker too: rows per CPU-second of
+	// sluice, the server and the broker over rows per CPU-second of the
+	// server and the broker (the engine).
+	RatioWholePipeline float64 `json:"ratio_rows_per_whole_pipeline_core_s"`
+	BothGatesPass      bool    `json:"both_gates_pass"`
 }
 
 func pair(sl, ke *drainFigures) sbsPair {
@@ -396,6 +400,11 @@ func pair(sl, ke *drainFigures) sbsPair {
 	}
 	if ke.RowsPerPipelineCoreSec > 0 {
 		p.RatioPerCore = sl.RowsPerPipelineCoreSec / ke.RowsPerPipelineCoreSec
+	}
+	slCPU := sl.CPUSeconds + sl.ClickHouseCPUSeconds + sl.KafkaCPUSeconds
+	keCPU := ke.CPUSeconds + ke.KafkaCPUSeconds // the engine's CPU is the server's
+	if slCPU > 0 && keCPU > 0 && ke.Rows > 0 {
+		p.RatioWholePipeline = (float64(sl.Rows) / slCPU) / (float64(ke.Rows) / keCPU)
 	}
 	return p
 }

@@ -93,7 +93,7 @@ func (r *rig) progress(name string) func(sample, int64) {
 func main() {
 	profName := flag.String("profile", "quick", "quick (CI-sized) or full (20M rows drained)")
 	serverName := flag.String("server", string(testinfra.Modern), "ClickHouse to run on: 26.9 (the published layout, the primary figure) or 18.16 (the compatibility arm)")
-	arms := flag.String("arms", "wasm,drain,sustained,sbs", "arms to run, comma-separated: wasm, drain, sustained, sbs, delivery (the drain at least once and exactly once, A B A B; 26.9 only)")
+	arms := flag.String("arms", "wasm,drain,floor,sustained,sbs", "arms to run, comma-separated: wasm, drain, floor (the drain's rows inserted by ch-go alone, in inserts of the drain's size: the server's CPU floor), sustained, sbs, delivery (the drain at least once and exactly once, A B A B; 26.9 only)")
 	batches := flag.Uint64("batches", 0, "drain batches (of 100 events); default from the profile")
 	sbsBatches := flag.Uint64("sbs-batches", 0, "side-by-side batches; default from the profile")
 	susSeconds := flag.Float64("sustained-seconds", 0, "seconds of production per sustained rate; default from the profile")
@@ -186,6 +186,14 @@ func main() {
 			drainRate = res.Drain.AfterFirstRowsPerSec
 		}
 	}
+	if want["floor"] {
+		perInsert := 0
+		if d := res.Drain; d != nil && d.Server != nil && d.Server.Inserts > 0 {
+			perInsert = int(d.Server.InsertedRows / d.Server.Inserts)
+		}
+		res.Floor = r.floor(ctx, perInsert)
+		logf("floor: %s", res.Floor.summary())
+	}
 	if want["delivery"] {
 		res.Delivery = r.delivery(ctx, want["drain"])
 	}
@@ -247,6 +255,7 @@ type result struct {
 	Deviation  string            `json:"deviation"`
 	WASM       *wasmOverhead     `json:"wasm,omitempty"`
 	Drain      *drainFigures     `json:"drain,omitempty"`
+	Floor      *insertFloor      `json:"floor,omitempty"`
 	Sustained  []*sustained      `json:"sustained,omitempty"`
 	SideBySide *sideBySide       `json:"side_by_side,omitempty"`
 	Delivery   *deliveryCost     `json:"delivery,omitempty"`
@@ -314,6 +323,13 @@ func targets(res *result) []target {
 		gates(d)
 		add("drain: landed rows per second of sluice CPU", ">= 1,000,000", fmt.Sprintf("%.0f", d.RowsPerCoreSec), met(d.RowsPerCoreSec >= 1e6))
 		add("drain: duplicates", "0", fmt.Sprint(d.Duplicates), met(d.Duplicates == 0 && d.Error == ""))
+		add("drain: peak RSS of sluice", "<= 512 MiB", fmt.Sprintf("%.0f MiB", d.PeakRSSMiB), met(d.PeakRSSMiB > 0 && d.PeakRSSMiB <= 512))
+		if f := res.Floor; f != nil && f.Error == "" && f.GatesPass && d.Rows > 0 && d.Error == "" {
+			perRow := d.ClickHouseCPUSeconds * 1e6 / float64(d.Rows)
+			add("drain: server CPU per row, sluice's inserts / ch-go's (floor arm)", "<= 1.0",
+				fmt.Sprintf("%.2f (%.2f / %.2f µs)", perRow/f.ClickHouseCPUUsPerRow, perRow, f.ClickHouseCPUUsPerRow),
+				met(perRow <= f.ClickHouseCPUUsPerRow))
+		}
 	} else {
 		add("drain: landed rows per second of sluice CPU", ">= 1,000,000", "-", "not run")
 	}
@@ -328,6 +344,8 @@ func targets(res *result) []target {
 			}
 			add(fmt.Sprintf("side by side %s, engine flush %s: sluice / Kafka engine landed rows/s", p.Format, flush), ">= 1.0",
 				fmt.Sprintf("%.2f (per core of the pipeline %.2f)", p.Ratio, p.RatioPerCore), met(p.Ratio >= 1 && p.BothGatesPass))
+			add(fmt.Sprintf("side by side %s, engine flush %s: rows per core-second, sluice+server+broker / engine's server+broker", p.Format, flush), ">= 1.0",
+				fmt.Sprintf("%.2f", p.RatioWholePipeline), met(p.RatioWholePipeline >= 1 && p.BothGatesPass))
 		}
 	} else {
 		add("side by side: sluice / Kafka engine rows/s", ">= 1.0", "-", "not run")
