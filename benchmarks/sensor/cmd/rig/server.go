@@ -73,10 +73,10 @@ func (e *env) serverCounters(ctx context.Context, table string) *serverCounters 
 	c.InsertCPUSeconds = float64(insertCPUus) / 1e6
 	mergeCPU := "0"
 	if e.server == testinfra.Modern {
-		mergeCPU = "sumIf(" + cpu + ", event_type = 'MergeParts')"
+		mergeCPU = "sumIf(" + cpu + ", toInt8(event_type) = 2)"
 	}
-	out, err = e.query(ctx, fmt.Sprintf(`SELECT countIf(event_type = 'NewPart'), sumIf(rows, event_type = 'NewPart'),
-  countIf(event_type = 'MergeParts'), sumIf(rows, event_type = 'MergeParts'), sumIf(duration_ms, event_type = 'MergeParts'), %s
+	out, err = e.query(ctx, fmt.Sprintf(`SELECT countIf(toInt8(event_type) = 1), sumIf(rows, toInt8(event_type) = 1),
+  countIf(toInt8(event_type) = 2), sumIf(rows, toInt8(event_type) = 2), sumIf(duration_ms, toInt8(event_type) = 2), %s
 FROM system.part_log WHERE database = currentDatabase() AND table = '%s' FORMAT TSV`, mergeCPU, table))
 	if err != nil {
 		c.Error = "part_log: " + err.Error()
