@@ -52,16 +52,20 @@ func TestFromSamples(t *testing.T) {
 }
 
 func TestTargets(t *testing.T) {
-	d := &drainFigures{RowsPerCoreSec: 1.2e6, GatesPass: true}
+	// The server spent 0.5 µs per row on the drain, 0.6 on ch-go's inserts.
+	d := &drainFigures{RowsPerCoreSec: 1.2e6, GatesPass: true, PeakRSSMiB: 400, Rows: 1e6, ClickHouseCPUSeconds: 0.5}
+	floor := &insertFloor{ClickHouseCPUUsPerRow: 0.6, GatesPass: true}
 	s := &sustained{drainFigures: drainFigures{GatesPass: true, PeakRSSMiB: 300}, Fraction: 0.5, LatencyP99LoS: 0.7}
-	got := targets(&result{Drain: d, Sustained: []*sustained{s}})
+	got := targets(&result{Drain: d, Floor: floor, Sustained: []*sustained{s}})
 	want := map[string]string{
-		"drain: landed rows per second of sluice CPU": "met",
-		"drain: duplicates":                           "met",
-		"sustained 50%: p99 latency (ingest_ts)":      "inconclusive (1 s resolution)", // [0.7, 1.7) straddles 1.5
-		"sustained 50%: peak RSS of sluice":           "met",
-		"every gate passes (all arms)":                "met",
-		"side by side: sluice / Kafka engine rows/s":  "not run",
+		"drain: landed rows per second of sluice CPU":                       "met",
+		"drain: duplicates":                                                 "met",
+		"drain: peak RSS of sluice":                                         "met",
+		"drain: server CPU per row, sluice's inserts / ch-go's (floor arm)": "met",
+		"sustained 50%: p99 latency (ingest_ts)":                            "inconclusive (1 s resolution)", // [0.7, 1.7) straddles 1.5
+		"sustained 50%: peak RSS of sluice":                                 "met",
+		"every gate passes (all arms)":                                      "met",
+		"side by side: sluice / Kafka engine rows/s":                        "not run",
 	}
 	status := func(got []target) map[string]string {
 		m := map[string]string{}
@@ -77,8 +81,38 @@ func TestTargets(t *testing.T) {
 	s.GatesPass = false
 	want["sustained 50%: p99 latency (ingest_ts)"] = "met"
 	want["every gate passes (all arms)"] = "NOT MET"
-	if got := status(targets(&result{Drain: d, Sustained: []*sustained{s}})); !reflect.DeepEqual(got, want) {
+	d.PeakRSSMiB = 513
+	want["drain: peak RSS of sluice"] = "NOT MET"
+	// 0.65 µs per row is over the floor by more than the readings'
+	// resolution (0.02 µs per row here).
+	d.ClickHouseCPUSeconds = 0.65
+	want["drain: server CPU per row, sluice's inserts / ch-go's (floor arm)"] = "NOT MET"
+	if got := status(targets(&result{Drain: d, Floor: floor, Sustained: []*sustained{s}})); !reflect.DeepEqual(got, want) {
 		t.Errorf("targets %v, want %v", got, want)
+	}
+}
+
+// TestPairWholePipeline: the whole pipeline's ratio counts the broker's
+// CPU on both sides and the engine's CPU once (it is the server's).
+func TestPairWholePipeline(t *testing.T) {
+	sl := &drainFigures{Rows: 1000, RowsPerSec: 100, CPUSeconds: 2, ClickHouseCPUSeconds: 1, KafkaCPUSeconds: 1}
+	ke := &drainFigures{Rows: 1000, RowsPerSec: 50, CPUSeconds: 1.5, ClickHouseCPUSeconds: 1.5, KafkaCPUSeconds: 0.5}
+	p := pair(sl, ke)
+	if !near(p.Ratio, 2) || !near(p.RatioWholePipeline, (1000.0/4)/(1000.0/2)) {
+		t.Errorf("ratio %v, whole pipeline %v; want 2, 0.5", p.Ratio, p.RatioWholePipeline)
+	}
+}
+
+func TestScanTSV(t *testing.T) {
+	var a, b int64
+	if err := scanTSV("12\t-3\n", &a, &b); err != nil || a != 12 || b != -3 {
+		t.Errorf("scanTSV: %d %d %v", a, b, err)
+	}
+	if err := scanTSV("12\n", &a, &b); err == nil {
+		t.Error("one field for two: no error")
+	}
+	if err := scanTSV("12\tx\n", &a, &b); err == nil {
+		t.Error("a field that is not a number: no error")
 	}
 }
 
