@@ -79,7 +79,14 @@ func (r *rig) floor(ctx context.Context, rowsPerInsert int) *insertFloor {
 		if cols.rows == 0 {
 			return nil
 		}
-		err := c.Do(ctx, ch.Query{Body: "INSERT INTO " + table + " VALUES", Input: cols.input})
+		q := ch.Query{Body: "INSERT INTO " + table + " VALUES", Input: cols.input}
+		if modern {
+			// As sluice's inserts on 26.9 carry one: the server then
+			// names the part from the token rather than hashing its rows
+			// for the table's deduplication window.
+			q.Settings = []ch.Setting{{Key: "insert_deduplication_token", Value: fmt.Sprintf("floor-%d", f.Inserts), Important: true}}
+		}
+		err := c.Do(ctx, q)
 		f.Inserts++
 		cols.reset()
 		return err
