@@ -139,6 +139,11 @@ func (e *env) finishGates(ctx context.Context, f *drainFigures, table string, wa
 func (r *rig) runSluice(ctx context.Context, f *drainFigures, wasm string, rows int64, want func() sensor.Expectation,
 	produce func(ctx context.Context) error) (start time.Time) {
 	e := r.env
+	// An earlier arm's merges must not count as this one's server CPU.
+	if err := e.waitMergesIdle(ctx, 2*time.Minute); err != nil {
+		f.Error = err.Error()
+		return start
+	}
 	f.LoadAvg[0] = loadAvg()
 	defer func() { f.LoadAvg[1] = loadAvg() }()
 	f.Rows = rows
@@ -509,6 +514,10 @@ func (r *rig) sideBySide(ctx context.Context) *sideBySide {
 // kafka_flush_interval_ms (26.9 only); 0 keeps the server's default.
 func (r *rig) kafkaEngine(ctx context.Context, f *drainFigures, want sensor.Expectation, flushMs int) {
 	e := r.env
+	if err := e.waitMergesIdle(ctx, 2*time.Minute); err != nil {
+		f.Error = err.Error()
+		return
+	}
 	f.LoadAvg[0] = loadAvg()
 	defer func() { f.LoadAvg[1] = loadAvg() }()
 	f.Rows = int64(want.Rows)

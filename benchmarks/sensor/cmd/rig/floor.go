@@ -52,7 +52,7 @@ func (r *rig) floor(ctx context.Context, rowsPerInsert int) *insertFloor {
 	}
 	const table = "se_floor"
 	// The drain's merges must not count as the floor's.
-	if err := e.waitMergesIdle(ctx, time.Minute); err != nil {
+	if err := e.waitMergesIdle(ctx, 2*time.Minute); err != nil {
 		f.Error = err.Error()
 		return f
 	}
