@@ -74,6 +74,15 @@ func (b *batchAck) stampPolled(polled time.Time, oldestMillis int64) {
 	}
 }
 
+// OldestRecord is the batch's oldest record's Kafka timestamp (zero when
+// none had one), for the sink's backlog linger.
+func (b *batchAck) OldestRecord() time.Time {
+	if b.polled.IsZero() || b.oldest == 0 {
+		return time.Time{}
+	}
+	return b.polled.Add(b.oldest)
+}
+
 // olderMillis returns the older of oldest and r's timestamp, in Unix
 // milliseconds; 0 stands for none, and a timestamp at or before the epoch
 // is taken for none. The poll loop folds it over a batch's records in the

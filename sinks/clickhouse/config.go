@@ -95,6 +95,16 @@ type Config struct {
 	// InsertLinger is how long a shard worker waits for more chunks after
 	// the first one before it inserts. Default 500ms.
 	InsertLinger time.Duration `yaml:"insert_linger"`
+	// BacklogInsertLinger is how long an insert stays open instead, when
+	// the oldest record of its first chunk was written longer ago than
+	// that: rows already that late lose little to a longer wait, and the
+	// server makes fewer, larger parts of a backlog and merges less. Past
+	// insert_linger such an insert also ends once no chunk has come for
+	// insert_linger (fetching paused, or the backlog drained). It applies
+	// when it is longer than insert_linger; the record time comes from
+	// the Kafka timestamp.
+	// Default 5s.
+	BacklogInsertLinger time.Duration `yaml:"backlog_insert_linger"`
 	// InsertsPerShard is the number of concurrent inserts per shard.
 	// One of them at a time takes chunks from the shard's queue, for its
 	// insert_linger; the others send or retry theirs meanwhile, so each
@@ -236,6 +246,7 @@ func (c *Config) Validate() error {
 	setDur(&c.ConnectTimeout, 5*time.Second)
 	setDur(&c.ChunkLinger, 200*time.Millisecond)
 	setDur(&c.InsertLinger, 500*time.Millisecond)
+	setDur(&c.BacklogInsertLinger, 5*time.Second)
 	setDur(&c.RetryMin, 100*time.Millisecond)
 	setDur(&c.RetryMax, 10*time.Second)
 	setDur(&c.PermanentRetryInterval, 30*time.Second)
@@ -270,7 +281,7 @@ func (c *Config) Validate() error {
 	}{
 		{"clickhouse.dial_timeout", c.DialTimeout}, {"clickhouse.read_timeout", c.ReadTimeout},
 		{"clickhouse.connect_timeout", c.ConnectTimeout}, {"clickhouse.chunk_linger", c.ChunkLinger},
-		{"clickhouse.insert_linger", c.InsertLinger}, {"clickhouse.retry_min", c.RetryMin},
+		{"clickhouse.insert_linger", c.InsertLinger}, {"clickhouse.backlog_insert_linger", c.BacklogInsertLinger}, {"clickhouse.retry_min", c.RetryMin},
 		{"clickhouse.retry_max", c.RetryMax}, {"clickhouse.permanent_retry_interval", c.PermanentRetryInterval}, {"clickhouse.schema_refresh_interval", c.SchemaRefreshInterval}, {"clickhouse.cluster.breaker_cooldown", c.Cluster.BreakerCooldown},
 	} {
 		if d.v < 0 {

@@ -1,5 +1,7 @@
 package clickhouse
 
+import "time"
+
 // What the package's external tests look into.
 
 // InsertTable is the table inserts of t name (see insertTable).
@@ -11,3 +13,7 @@ func PartRows(b *Block) []int { return b.partRows() }
 // ParkedRows is the rows of t held after a permanent insert error (see
 // parkedRows).
 func ParkedRows(s *Sink, t *Table) int { return s.parkedRows(t) }
+
+// SetBacklogGap sets how long, past insert_linger, a backlog insert waits
+// for its next chunk (insert_linger by default). Call it before Run.
+func SetBacklogGap(s *Sink, d time.Duration) { s.backlogGap = d }

@@ -27,6 +27,7 @@ type tableServer struct {
 	landed map[string]int
 	// inserts counts the inserts that landed.
 	inserts int
+	addr    string // host:port, for tests that need it before a sink
 }
 
 func (f *tableServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {

@@ -273,6 +273,12 @@ type openInsert struct {
 	// collecting: the insert holds its shard's collect token (until it
 	// is sealed or its first attempt ends).
 	collecting bool
+	// backlog: its first chunk's rows are older than
+	// backlog_insert_linger, so it lingers that long, but past
+	// insert_linger takes no more chunks once none has come for
+	// insert_linger.
+	backlog bool
+	started time.Time
 }
 
 // segment is the exactly-once segment of the insert's part, "" for none:
@@ -329,6 +335,17 @@ func (w *worker) pull(ctx context.Context, ins *openInsert) *part {
 		w.seal(ins)
 		return nil
 	}
+	if ins.backlog {
+		// Past insert_linger, a backlog insert stays open only while
+		// chunks keep coming: they stop when the backlog is drained or
+		// fetching is paused, waiting for this insert to free the
+		// in-flight budget.
+		gap := w.s.backlogGap
+		if gap <= 0 {
+			gap = cfg.InsertLinger
+		}
+		wait = min(wait, max(time.Until(ins.started.Add(cfg.InsertLinger)), gap))
+	}
 	w.timer.Reset(wait)
 	defer w.timer.Stop()
 	var p *part
@@ -354,6 +371,20 @@ func (w *worker) pull(ctx context.Context, ins *openInsert) *part {
 	}
 	w.seal(ins)
 	return nil
+}
+
+// behind reports whether p's oldest record was written more than d before
+// now, by its acks' record times.
+func behind(p *part, now time.Time, d time.Duration) bool {
+	var oldest time.Time
+	for _, a := range p.chunk.acks {
+		if rt, ok := a.(RecordTime); ok {
+			if t := rt.OldestRecord(); !t.IsZero() && (oldest.IsZero() || t.Before(oldest)) {
+				oldest = t
+			}
+		}
+	}
+	return !oldest.IsZero() && now.Sub(oldest) > d
 }
 
 // seal ends ins's collecting of parts and passes the shard's collect
@@ -419,7 +450,10 @@ func (w *worker) run(ctx context.Context) error {
 		}
 		now := time.Now()
 		first.taken = now
-		ins := &openInsert{t: first.chunk.block.table, deadline: now.Add(w.s.cfg.InsertLinger), collecting: true}
+		ins := &openInsert{t: first.chunk.block.table, deadline: now.Add(w.s.cfg.InsertLinger), collecting: true, started: now}
+		if l := w.s.cfg.BacklogInsertLinger; l > w.s.cfg.InsertLinger && behind(first, now, l) {
+			ins.deadline, ins.backlog = now.Add(l), true
+		}
 		ins.add(first)
 		if err := w.insertWithRetry(ctx, ins); err != nil {
 			if errors.As(err, new(*PermanentError)) {

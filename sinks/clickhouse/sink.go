@@ -25,6 +25,14 @@ type Ack interface {
 	Done()
 }
 
+// RecordTime is an Ack that knows when its oldest record was written (its
+// Kafka timestamp): an insert whose rows are that far behind lingers longer
+// (Config.BacklogInsertLinger).
+type RecordTime interface {
+	// OldestRecord is the oldest record's time; zero when unknown.
+	OldestRecord() time.Time
+}
+
 // Chunk is a sealed block on its way to the server, with the acks of the
 // records whose rows it holds. Make it with NewChunk; the sink owns it and
 // its block once it is sent.
@@ -72,11 +80,14 @@ var ErrClosed = errors.New("clickhouse sink closed")
 // Sink writes chunks to ClickHouse. Create it with New, start its workers
 // with Run, send chunks with Send, and end it with Close.
 type Sink struct {
-	cfg      Config
-	log      *slog.Logger
-	tr       transport
-	endpoint *replica // addr / http_addr: schema and cluster discovery
-	single   *shard   // routing endpoint and distributed: the one shard
+	cfg Config
+	// backlogGap: past insert_linger, a backlog insert ends once no chunk
+	// has come for this long (insert_linger; tests set it).
+	backlogGap time.Duration
+	log        *slog.Logger
+	tr         transport
+	endpoint   *replica // addr / http_addr: schema and cluster discovery
+	single     *shard   // routing endpoint and distributed: the one shard
 
 	// mu guards shards, clusters and closed; Send and Stats take it
 	// only briefly.

@@ -161,3 +161,110 @@ func TestOneInsertCollectsAtATime(t *testing.T) {
 		}
 	}
 }
+
+// agedAck is an ack whose oldest record was written at t.
+type agedAck struct {
+	countAckT
+	t time.Time
+}
+
+func (a agedAck) OldestRecord() time.Time { return a.t }
+
+// backlogSink is a sink on f for the backlog tests, with a
+// backlog_insert_linger of a minute.
+func backlogSink(t *testing.T, f *tableServer, insertLinger, gap time.Duration, maxRows int) (*clickhouse.Sink, *clickhouse.Table) {
+	t.Helper()
+	s, err := clickhouse.New(context.Background(), clickhouse.Config{Transport: "http", HTTPAddr: "http://" + f.addr,
+		InsertLinger: insertLinger, BacklogInsertLinger: time.Minute,
+		MaxInsertRows: maxRows, InsertsPerShard: 2}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gap > 0 {
+		clickhouse.SetBacklogGap(s, gap)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	runDone := make(chan error, 1)
+	go func() { runDone <- s.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-runDone
+	})
+	tbl, err := s.Table(ctx, "events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, tbl
+}
+
+// TestBacklogInsertLinger: an insert whose first chunk's records are older
+// than backlog_insert_linger stays open for the chunks that follow; one of
+// fresh records keeps insert_linger.
+func TestBacklogInsertLinger(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		age        time.Duration
+		oneInsert  bool
+		recordTime bool
+	}{
+		{"backlog", 2 * time.Minute, true, true},
+		{"fresh", 0, false, true},
+		{"no record time", 0, false, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := &tableServer{landed: map[string]int{}}
+			srv := httptest.NewServer(f)
+			defer srv.Close()
+			f.addr = srv.Listener.Addr().String()
+			const chunks, rows = 3, 10
+			// An insert_linger of a microsecond: an insert of fresh rows
+			// takes only the chunk it starts with; a backlog one waits a
+			// minute for each next chunk.
+			s, tbl := backlogSink(t, f, time.Microsecond, time.Minute, chunks*rows)
+			var acks atomic.Int64
+			for i := range chunks {
+				var ack clickhouse.Ack = countAckT{&acks}
+				if c.recordTime {
+					ack = agedAck{countAckT{&acks}, time.Now().Add(-c.age)}
+				}
+				if err := s.Send(context.Background(), chunkOf(t, s, tbl, rows, ack)); err != nil {
+					t.Fatal(err)
+				}
+				if i < chunks-1 {
+					// Past insert_linger: an insert of fresh rows is
+					// sealed by now.
+					time.Sleep(100 * time.Millisecond)
+				}
+			}
+			waitUntil(t, "every ack", func() bool { return acks.Load() == chunks })
+			f.mu.Lock()
+			inserts := f.inserts
+			f.mu.Unlock()
+			if c.oneInsert && inserts != 1 {
+				t.Errorf("%d inserts, want 1 that lingered for every chunk", inserts)
+			}
+			if !c.oneInsert && inserts < 2 {
+				t.Errorf("%d inserts, want one per chunk (or at least 2): insert_linger is a microsecond", inserts)
+			}
+		})
+	}
+}
+
+// TestBacklogInsertEndsWhenChunksStop: a backlog insert does not wait out
+// its long linger once no chunk has come for insert_linger.
+func TestBacklogInsertEndsWhenChunksStop(t *testing.T) {
+	f := &tableServer{landed: map[string]int{}}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	f.addr = srv.Listener.Addr().String()
+	s, tbl := backlogSink(t, f, 50*time.Millisecond, 0, 1_000_000)
+	var acks atomic.Int64
+	start := time.Now()
+	if err := s.Send(context.Background(), chunkOf(t, s, tbl, 10, agedAck{countAckT{&acks}, time.Now().Add(-time.Hour)})); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the ack", func() bool { return acks.Load() == 1 })
+	if took := time.Since(start); took > 30*time.Second {
+		t.Errorf("the insert took %s: it waited for its minute of backlog_insert_linger, not insert_linger (50ms) without a chunk", took)
+	}
+}
