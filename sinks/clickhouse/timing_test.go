@@ -130,21 +130,11 @@ func TestOneInsertCollectsAtATime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	runDone := make(chan error, 1)
-	go func() { runDone <- s.Run(ctx) }()
-	defer func() {
-		cancel()
-		<-runDone
-	}()
-	tbl, err := s.Table(ctx, "events")
-	if err != nil {
-		t.Fatal(err)
-	}
+	tbl := runEvents(t, s)
 	var acks atomic.Int64
 	for round := 1; round <= 2; round++ {
 		for range chunks {
-			if err := s.Send(ctx, chunkOf(t, s, tbl, rows, countAckT{&acks})); err != nil {
+			if err := s.Send(context.Background(), chunkOf(t, s, tbl, rows, countAckT{&acks})); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -183,6 +173,12 @@ func backlogSink(t *testing.T, f *tableServer, insertLinger, gap time.Duration, 
 	if gap > 0 {
 		clickhouse.SetBacklogGap(s, gap)
 	}
+	return s, runEvents(t, s)
+}
+
+// runEvents runs s until the test ends and returns its table "events".
+func runEvents(t *testing.T, s *clickhouse.Sink) *clickhouse.Table {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	runDone := make(chan error, 1)
 	go func() { runDone <- s.Run(ctx) }()
@@ -194,7 +190,7 @@ func backlogSink(t *testing.T, f *tableServer, insertLinger, gap time.Duration, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s, tbl
+	return tbl
 }
 
 // TestBacklogInsertLinger: an insert whose first chunk's records are older
