@@ -102,8 +102,11 @@ type Config struct {
 	// insert_linger such an insert also ends once no chunk has come for
 	// insert_linger (fetching paused, or the backlog drained). It applies
 	// when it is longer than insert_linger; the record time comes from
-	// the Kafka timestamp.
-	// Default 5s.
+	// the Kafka timestamp. It holds more of the in-flight budget per
+	// insert: with a budget that fills in less than this linger, fetching
+	// stops and goes while each insert waits out insert_linger without a
+	// chunk, and the pipeline slows down. Default 0: off (try 5s where
+	// the budget holds that long of the pipeline's rows).
 	BacklogInsertLinger time.Duration `yaml:"backlog_insert_linger"`
 	// InsertsPerShard is the number of concurrent inserts per shard.
 	// One of them at a time takes chunks from the shard's queue, for its
@@ -246,7 +249,6 @@ func (c *Config) Validate() error {
 	setDur(&c.ConnectTimeout, 5*time.Second)
 	setDur(&c.ChunkLinger, 200*time.Millisecond)
 	setDur(&c.InsertLinger, 500*time.Millisecond)
-	setDur(&c.BacklogInsertLinger, 5*time.Second)
 	setDur(&c.RetryMin, 100*time.Millisecond)
 	setDur(&c.RetryMax, 10*time.Second)
 	setDur(&c.PermanentRetryInterval, 30*time.Second)
