@@ -126,11 +126,11 @@ func (nc *nativeConn) insert(ctx context.Context, plan *insertPlan, src *partSou
 	_, rev := nc.rep.dialer.Server()
 	lc := rev >= lowCardinalityRevision
 	columns := func(sub *subBlock, input proto.Input) {
+		if !lc {
+			return
+		}
 		for i := range input {
-			input[i].Data = plan.column(sub, i)
-			if lc {
-				input[i].Data = sub.lowCardinality(plan, i, input[i].Data)
-			}
+			input[i].Data = sub.lowCardinality(plan, i, input[i].Data)
 		}
 	}
 	first := src.next(ctx).sub
@@ -144,6 +144,9 @@ func (nc *nativeConn) insert(ctx context.Context, plan *insertPlan, src *partSou
 			if p == nil {
 				input[0].Data = emptyColumn{}
 				return io.EOF
+			}
+			for i := range input {
+				input[i].Data = plan.column(p.sub, i)
 			}
 			columns(p.sub, input)
 			return nil

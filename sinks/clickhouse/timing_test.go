@@ -224,7 +224,9 @@ func TestBacklogInsertEndsWhenChunksStop(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitUntil(t, "the ack", func() bool { return acks.Load() == 1 })
-	if took := time.Since(start); took > 30*time.Second {
+	// The insert it must not be: one that waited out its whole backlog
+	// linger. Anything sooner, however loaded the machine, is the gap.
+	if took := time.Since(start); took >= time.Minute {
 		t.Errorf("the insert took %s: it waited for its minute of backlog_insert_linger, not insert_linger (50ms) without a chunk", took)
 	}
 }
