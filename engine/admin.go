@@ -173,5 +173,7 @@ func (p *Pipeline) AdminHandler(audit *slog.Logger) (http.Handler, error) {
 		MaxModuleBytes: p.cfg.Admin.MaxModuleBytes,
 		CheckTimeout:   p.cfg.Admin.CheckTimeout,
 		CacheDir:       p.rtConfig.CacheDir,
+		// The modules configured from files are loaded by now (New).
+		InUse: p.rt.Loaded,
 	})
 }

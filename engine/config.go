@@ -171,7 +171,10 @@ type ModuleConfig struct {
 	// partitions. Default: the number of CPUs Go uses (GOMAXPROCS).
 	CallSlots int `yaml:"call_slots"`
 	// CacheDir keeps compiled modules across restarts. Default: the user's
-	// cache directory + /sluice/wasm; "off" disables it.
+	// cache directory + /sluice/wasm; "off" disables it. With the admin
+	// API, the compiled code of modules that neither the module store
+	// holds nor a pipeline runs (a refused upload, a deleted version) is
+	// removed from it; one directory serves one process.
 	CacheDir string `yaml:"cache_dir"`
 }
 

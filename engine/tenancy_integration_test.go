@@ -3,12 +3,16 @@ package engine_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -125,6 +129,59 @@ func startTenants(t *testing.T, cfg engine.Config) (*engine.Pipeline, string, fu
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return p, srv.URL, stop
+}
+
+// A module configured from a file keeps its compiled code in the cache
+// when the admin API starts and after a refused upload, so that the next
+// start does not compile it again. Before, the API pruned the code of
+// every module its store did not hold, and every restart of a process
+// with the admin API compiled every configured module anew.
+func TestConfiguredModuleKeepsItsCompiledCode(t *testing.T) {
+	e := newTenantEnv(t, map[string]int{"acme-logs": 1, "dlq": 1}, readSchema(t))
+	path := wasmbuild.BuildT(t, "examples/log-normalize")
+	wasm, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(wasm)
+	entry := filepath.Join("sluice-modules", hex.EncodeToString(sum[:]))
+	tenant := engine.TenantConfig{ID: "acme", Tokens: []string{tenancy.HashToken("acme-token")},
+		Pipelines: []engine.TenantPipelineConfig{{Name: "logs", Topics: []string{"acme-logs"}, Tables: []string{"logs"},
+			Module: engine.TenantModuleConfig{Path: path}}}}
+	cfg := e.config(t, "cache-kept", tenant)
+	// cached lists the compiled files the cache's index gives the module.
+	cached := func(when string) []string {
+		t.Helper()
+		b, err := os.ReadFile(filepath.Join(cfg.Module.CacheDir, entry))
+		if err != nil {
+			t.Fatalf("%s: the cache's index has no entry for the configured module: %v", when, err)
+		}
+		files := strings.Fields(string(b))
+		for _, f := range files {
+			if _, err := os.Stat(filepath.Join(cfg.Module.CacheDir, filepath.FromSlash(f))); err != nil {
+				t.Errorf("%s: the configured module's compiled file %s: %v", when, f, err)
+			}
+		}
+		if len(files) == 0 {
+			t.Errorf("%s: the cache's index lists no file for the configured module", when)
+		}
+		return files
+	}
+	_, url, stop := startTenants(t, cfg)
+	cached("after the admin API started")
+	api := adminClient{t: t, url: url, token: "acme-token"}
+	if code, body := api.do("POST", "/v1/tenants/acme/pipelines/logs/modules", []byte("MZ not wasm"), nil); code != http.StatusUnprocessableEntity {
+		t.Errorf("uploading a non-WebAssembly file: %d %s, want 422", code, body)
+	}
+	before := cached("after a refused upload")
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	// A second start finds the code and compiles nothing new.
+	startTenants(t, cfg)
+	if after := cached("after a restart"); !slices.Equal(after, before) {
+		t.Errorf("the restart recompiled the configured module: its files %v, before %v", after, before)
+	}
 }
 
 // TestHotSwap activates v1, then v2, then rolls back to v1 through the

@@ -198,6 +198,20 @@ func (r *Runtime) Load(ctx context.Context, name string, wasm []byte) (*Module, 
 	return r.LoadWithLimits(ctx, name, wasm, r.cfg.Limits)
 }
 
+// Loaded reports whether the runtime holds a module whose binary has this
+// sha256 (hex), with any limits: its compiled code is in use, and a
+// PruneCache that removed it would make the next process compile it again.
+func (r *Runtime) Loaded(sha256 string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k := range r.modules {
+		if k.sha256 == sha256 {
+			return true
+		}
+	}
+	return false
+}
+
 // LoadWithLimits is Load with the module's own limits; zero fields take the
 // defaults of Limits (not the Runtime's).
 func (r *Runtime) LoadWithLimits(ctx context.Context, name string, wasm []byte, lim Limits) (*Module, error) {

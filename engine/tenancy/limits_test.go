@@ -290,3 +290,29 @@ func TestAPIPrunesTheCompilationCache(t *testing.T) {
 		t.Errorf("a stored module's code was pruned: %v", err)
 	}
 }
+
+// A module the engine runs without the store holding it (configured from
+// a file) keeps its compiled code through every pruning: the start, a
+// refused upload, a delete.
+func TestAPIPruningKeepsModulesInUse(t *testing.T) {
+	cache := t.TempDir()
+	running := strings.Repeat("cd", 32)
+	kept := fakeCacheEntry(t, cache, running)
+	gone := fakeCacheEntry(t, cache, strings.Repeat("ef", 32))
+	api := newTestAPI(t, func(o *ServerOptions) {
+		o.CacheDir = cache
+		o.InUse = func(sha string) bool { return sha == running }
+	})
+	if _, err := os.Stat(gone); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the code of a module neither stored nor in use survived the start: %v", err)
+	}
+	expectStatus(t, "refused upload", api.upload(acmeToken, "acme", "logs", []byte("not wasm")), http.StatusUnprocessableEntity)
+	if _, err := os.Stat(kept); err != nil {
+		t.Errorf("a refused upload pruned the code of a module in use: %v", err)
+	}
+	expectStatus(t, "upload a", api.upload(acmeToken, "acme", "logs", fakeWasm("a")), http.StatusCreated)
+	expectStatus(t, "delete a", api.do("DELETE", logsModules+"/"+shaOf(fakeWasm("a")), acmeToken, nil), http.StatusNoContent)
+	if _, err := os.Stat(kept); err != nil {
+		t.Errorf("the code of a module in use was pruned: %v", err)
+	}
+}

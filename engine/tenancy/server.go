@@ -107,6 +107,11 @@ type ServerOptions struct {
 	// removed from it (wasmhost.PruneCache) when the server starts, after a
 	// delete and after a refused upload. Default: none, nothing is pruned.
 	CacheDir string
+	// InUse reports whether the engine runs a module (by sha256) that the
+	// store need not hold, such as one configured from a file: pruning
+	// keeps its compiled code too, so a restart does not compile it again.
+	// Default: none besides the store's.
+	InUse func(sha256 string) bool
 }
 
 func (o *ServerOptions) setDefaults() error {
@@ -272,12 +277,16 @@ func (s *server) handle(pattern, action string, change bool, fn routeFunc) {
 }
 
 // pruneCache removes the compiled code of the modules the store does not
-// hold from the engine's compilation cache.
+// hold and the engine does not run from the engine's compilation cache.
 func (s *server) pruneCache() {
 	if s.opts.CacheDir == "" {
 		return
 	}
-	n, err := wasmhost.PruneCache(s.opts.CacheDir, s.opts.Store.Stored)
+	keep := s.opts.Store.Stored
+	if inUse := s.opts.InUse; inUse != nil {
+		keep = func(sha string) bool { return s.opts.Store.Stored(sha) || inUse(sha) }
+	}
+	n, err := wasmhost.PruneCache(s.opts.CacheDir, keep)
 	if err != nil {
 		s.opts.Audit.Warn("pruning the compilation cache", "dir", s.opts.CacheDir, "err", err)
 	}
