@@ -48,6 +48,10 @@ type batchAck struct {
 	span    trace.SpanContext // the batch's consume span
 	pending atomic.Int32
 	done    bool // guarded by p.mu
+	// transformed is set when the worker releases its hold, every record
+	// of the batch handled; a batch a stopped worker left without it is
+	// never done (see waitIdle).
+	transformed atomic.Bool
 
 	// The batch's stage boundaries for the lag metrics (lag.go). polled
 	// and oldest (the oldest record's timestamp relative to polled) are
@@ -84,6 +88,13 @@ func (b *batchAck) Range() (topic string, partition int32, first, last int64) {
 
 // SpanContext is the batch's consume span, for the flush span's links.
 func (b *batchAck) SpanContext() trace.SpanContext { return b.span }
+
+// finish releases the worker's hold once it has handled every record of
+// the batch.
+func (b *batchAck) finish() {
+	b.transformed.Store(true)
+	b.Done()
+}
 
 // hold adds a hold on the batch (a chunk now carries some of its rows).
 func (b *batchAck) hold() { b.pending.Add(1) }
@@ -180,15 +191,41 @@ func (p *partitionAcks) watermark() (kgo.EpochOffset, bool) {
 	return p.next, p.hasNext
 }
 
-// waitIdle waits until every tracked batch is done or ctx ends.
+// waitIdle waits, once the partition's worker has stopped, until every
+// tracked batch is done or can no longer be, or ctx ends. A batch the
+// worker stopped before finishing (or never took) keeps the worker's hold
+// for ever: once only that hold is left (its chunks inserted, its dead
+// letters sent), nothing of it is in flight any more. Waiting for it
+// instead held every other partition's polls (a revoke callback blocks
+// them) for the whole revoke timeout whenever a revoked partition's
+// module was cooling down.
 func (p *partitionAcks) waitIdle(ctx context.Context) bool {
 	t := time.NewTicker(5 * time.Millisecond)
 	defer t.Stop()
-	for p.inflight.Load() > 0 {
+	for !p.idle() {
 		select {
 		case <-ctx.Done():
 			return false
 		case <-t.C:
+		}
+	}
+	return true
+}
+
+// idle reports whether no batch has anything in flight beyond the hold of
+// a worker that will not release it.
+func (p *partitionAcks) idle() bool {
+	if p.inflight.Load() == 0 {
+		return true
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, b := range p.batches {
+		if b.done {
+			continue
+		}
+		if b.transformed.Load() || b.pending.Load() > 1 {
+			return false
 		}
 	}
 	return true

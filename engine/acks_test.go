@@ -365,7 +365,7 @@ func TestRevokeWaitsForInFlightRows(t *testing.T) {
 			for i, landed := range tc.landed {
 				b := a.track(int64(i*10), eo(int64(i*10+9)), 100)
 				b.hold()
-				b.Done() // the worker is done with it
+				b.finish() // the worker is done with it
 				if landed {
 					b.Done()
 				}
@@ -389,5 +389,34 @@ func TestRevokeWaitsForInFlightRows(t *testing.T) {
 				t.Errorf("waitIdle after abandon: %d batches in flight, want none", a.inflight.Load())
 			}
 		})
+	}
+}
+
+// TestRevokeDoesNotWaitForBatchesTheWorkerDropped: once the worker has
+// stopped, a batch it never finished (it stopped in a cool-down, or never
+// took the batch) can never be done; waitIdle waits only for what that
+// batch still has in flight (a chunk with some of its rows), not for the
+// revoke timeout. Before, it waited for the whole timeout, and the revoke
+// callback held every other partition's polls as long.
+func TestRevokeDoesNotWaitForBatchesTheWorkerDropped(t *testing.T) {
+	a := &partitionAcks{topic: "t", partition: 0, budget: &flowControl{high: 1 << 30}}
+	done := a.track(0, eo(9), 100)
+	done.finish()
+	a.track(10, eo(19), 100) // never taken: only the worker's hold
+	partial := a.track(20, eo(29), 100)
+	partial.hold() // a chunk holds some of its rows; the worker stopped before the rest
+	stuck, cancel := context.WithCancel(context.Background())
+	cancel()
+	if a.waitIdle(stuck) {
+		t.Fatal("waitIdle returned while a chunk of the partial batch was in flight")
+	}
+	partial.Done() // the chunk landed
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if !a.waitIdle(ctx) {
+		t.Fatal("waitIdle waited out its context for batches the stopped worker dropped")
+	}
+	if wm, ok := a.watermark(); !ok || wm.Offset != 10 {
+		t.Errorf("watermark %d (%v), want 10: the dropped batch holds the rest back", wm.Offset, ok)
 	}
 }

@@ -271,7 +271,7 @@ func (w *partitionWorker) process(ctx context.Context, b polledBatch) error {
 	// After every call and the seals they made: a chunk sealed before
 	// this counts the batch's module stage up to its seal (lagPoints).
 	b.ack.moduleEnd.Store(int64(time.Since(b.ack.polled)))
-	b.ack.Done()
+	b.ack.finish()
 	return nil
 }
 
