@@ -241,7 +241,7 @@ type Block struct {
 type subBlock struct {
 	cols []column
 	rows int
-	lc   []*lowCardinalityString // Native encoders of LowCardinality columns, made on first use
+	lc   []lowCardinalityEncoder // Native encoders of LowCardinality columns, made on first use
 }
 
 // Table is the block's table.
@@ -374,7 +374,8 @@ func (s *subBlock) encodeNative(plan *insertPlan, buf *proto.Buffer) error {
 
 // lowCardinality returns plan's i-th column of the part, data, as
 // LowCardinality with its dictionary when the column is
-// LowCardinality(String) or LowCardinality(Nullable(String)), else data.
+// LowCardinality(String), LowCardinality(Nullable(String)) or an Array of
+// either, else data.
 func (s *subBlock) lowCardinality(plan *insertPlan, i int, data proto.ColInput) proto.ColInput {
 	if plan.lcKind[i] == 0 {
 		return data
@@ -382,16 +383,16 @@ func (s *subBlock) lowCardinality(plan *insertPlan, i int, data proto.ColInput) 
 	if plan.conv[i] != nil {
 		// A converted column is encoded once: no dictionary to keep.
 		col := data.(column)
-		lc := newLowCardinalityString(col)
+		lc := newLowCardinality(col)
 		lc.bind(col)
 		return lc
 	}
 	c := plan.cols[i]
 	if s.lc == nil {
-		s.lc = make([]*lowCardinalityString, len(s.cols))
+		s.lc = make([]lowCardinalityEncoder, len(s.cols))
 	}
 	if s.lc[c] == nil {
-		s.lc[c] = newLowCardinalityString(s.cols[c])
+		s.lc[c] = newLowCardinality(s.cols[c])
 	}
 	s.lc[c].bind(s.cols[c])
 	return s.lc[c]

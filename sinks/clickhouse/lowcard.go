@@ -22,30 +22,53 @@ import (
 
 // lowCardinalityKind reports how a column type is encoded in the Native
 // format: 0 as itself, 1 LowCardinality(String), 2
-// LowCardinality(Nullable(String)); other LowCardinality types are an error.
+// LowCardinality(Nullable(String)), 3 Array(LowCardinality(String)), 4
+// Array(LowCardinality(Nullable(String))); other LowCardinality types at
+// the top are an error (nested ones go as their inner type).
 func lowCardinalityKind(typ string) (int, error) {
 	t, err := chtype.Parse(typ)
-	if err != nil || !t.LowCardinality {
+	if err != nil {
 		return 0, nil
 	}
-	switch {
-	case isString(t):
-		return 1, nil
-	case t.Kind == chtype.Nullable && isString(t.Elem):
-		return 2, nil
+	if t.Kind == chtype.Array && t.Elem.LowCardinality {
+		if k := lowCardinalityStringKind(t.Elem); k != 0 {
+			return k + 2, nil
+		}
+		return 0, nil
+	}
+	if !t.LowCardinality {
+		return 0, nil
+	}
+	if k := lowCardinalityStringKind(t); k != 0 {
+		return k, nil
 	}
 	return 0, fmt.Errorf("type %s cannot be sent in the Native format over HTTP to this server (only LowCardinality(String) and LowCardinality(Nullable(String)) can, unless the server converts columns: input_format_native_allow_types_conversion); use transport native", typ)
 }
 
 func isString(t *chtype.Type) bool { return t.Kind == chtype.String && !t.JSON }
 
+// lowCardinalityStringKind is 1 for LowCardinality(String), 2 for
+// LowCardinality(Nullable(String)), 0 for any other type.
+func lowCardinalityStringKind(t *chtype.Type) int {
+	switch {
+	case !t.LowCardinality:
+		return 0
+	case isString(t):
+		return 1
+	case t.Kind == chtype.Nullable && isString(t.Elem):
+		return 2
+	}
+	return 0
+}
+
 // httpLowCardinality reports an error for a type whose LowCardinality parts
 // the Native format over HTTP cannot carry without the server converting
 // columns (input_format_native_allow_types_conversion, not in 18.16):
 // LowCardinality other than LowCardinality(String) and
 // LowCardinality(Nullable(String)) at the top, and any LowCardinality
-// nested in Array, Map, Tuple or Nullable, which sluice sends as the inner
-// type.
+// nested in Array, Map, Tuple or Nullable but the element of
+// Array(LowCardinality(String)) and Array(LowCardinality(Nullable(String))),
+// which sluice sends as the inner type.
 func httpLowCardinality(typ string) error {
 	if _, err := lowCardinalityKind(typ); err != nil {
 		return err
@@ -54,7 +77,7 @@ func httpLowCardinality(typ string) error {
 	if err != nil {
 		return nil // NewTable reports it
 	}
-	if nestedLowCardinality(children(t)) {
+	if kind, _ := lowCardinalityKind(typ); kind < 3 && nestedLowCardinality(children(t)) {
 		return fmt.Errorf("type %s cannot be sent in the Native format over HTTP to this server: it has LowCardinality inside, and the server does not convert columns (input_format_native_allow_types_conversion); use transport native", typ)
 	}
 	return nil
@@ -196,6 +219,62 @@ func (c *lowCardinalityString) EncodeColumn(b *proto.Buffer) {
 			b.Buf = binary.LittleEndian.AppendUint32(b.Buf, k)
 		}
 	}
+}
+
+// lowCardinalityEncoder is a column's Native encoding as LowCardinality,
+// kept with its block and bound to the column before each insert.
+type lowCardinalityEncoder interface {
+	proto.ColInput
+	proto.StateEncoder
+	bind(col column)
+}
+
+// newLowCardinality returns the encoder of a column of lowCardinalityKind
+// 1 to 4.
+func newLowCardinality(col column) lowCardinalityEncoder {
+	if a, ok := col.(*arrayColumn); ok {
+		return &lowCardinalityArray{src: a, elem: newLowCardinalityString(a.inner)}
+	}
+	return newLowCardinalityString(col)
+}
+
+// lowCardinalityArray encodes Array(String) or Array(Nullable(String)) as
+// Array(LowCardinality(…)): the array's offsets, then its elements as one
+// LowCardinality column, the serialization version first (the Native
+// format writes a column's state prefix, its nested columns' included,
+// before its data).
+type lowCardinalityArray struct {
+	src  *arrayColumn
+	elem *lowCardinalityString
+}
+
+func (c *lowCardinalityArray) bind(col column) {
+	c.src = col.(*arrayColumn)
+	c.elem.src = elemStrings(c.src.inner)
+	c.elem.bind(c.src.inner)
+}
+
+// elemStrings is the String column of a String or Nullable(String) column.
+func elemStrings(col column) *stringColumn {
+	if n, ok := col.(*nullableColumn); ok {
+		return n.inner.(*stringColumn)
+	}
+	return col.(*stringColumn)
+}
+
+func (c *lowCardinalityArray) Type() proto.ColumnType {
+	return proto.ColumnType("Array(" + string(c.elem.typ) + ")")
+}
+func (c *lowCardinalityArray) Rows() int                   { return c.src.Rows() }
+func (c *lowCardinalityArray) EncodeState(b *proto.Buffer) { c.elem.EncodeState(b) }
+func (c *lowCardinalityArray) EncodeColumn(b *proto.Buffer) {
+	c.src.offsets.EncodeColumn(b)
+	c.elem.EncodeColumn(b) // nothing when every array is empty, as ClickHouse writes it
+}
+func (c *lowCardinalityArray) WriteColumn(w *proto.Writer) {
+	var b proto.Buffer
+	c.EncodeColumn(&b)
+	w.ChainWrite(b.Buf)
 }
 
 // key returns v's dictionary key, adding v to the dictionary if it is new.

@@ -118,8 +118,8 @@ func (nc *nativeConn) insert(ctx context.Context, plan *insertPlan, src *partSou
 	}
 	// From revision 54405 on, the server reads LowCardinality columns in
 	// their own serialization: sluice sends LowCardinality(String) and
-	// LowCardinality(Nullable(String)) as a dictionary of the part's
-	// distinct values and a key per row, which spares the server hashing
+	// LowCardinality(Nullable(String)), alone or as an Array's elements, as
+	// a dictionary of the part's distinct values and a key per value, which spares the server hashing
 	// every value into a dictionary of its own and both sides compressing
 	// the values row by row. Older revisions get the inner type, which
 	// the server converts.

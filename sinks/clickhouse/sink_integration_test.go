@@ -40,6 +40,8 @@ var typeCases = []struct {
 	{"Array(String)", []string{"[]", "['a','b','c']"}},
 	{"Array(Nullable(UInt16))", []string{"[1,NULL,3]", "[]"}},
 	{"Array(Array(Int8))", []string{"[[1],[],[2,3]]", "[]"}},
+	{"Array(LowCardinality(String))", []string{"['a','b','a']", "[]", "['']"}},
+	{"Array(LowCardinality(Nullable(String)))", []string{"[NULL,'x','x']", "[]", "[NULL]"}},
 	{"Date", []string{"'1970-01-02'", "'2026-11-29'"}},
 	{"DateTime", []string{"'2026-11-29 10:11:12'", "'1971-01-01 00:00:00'"}},
 	{"UUID", []string{"'00000000-0000-0000-0000-000000000000'", "'f47ac10b-58cc-4372-a567-0e02b2c3d479'"}},

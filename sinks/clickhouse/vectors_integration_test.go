@@ -231,9 +231,16 @@ func literalsQuery(typ string, vs []vector) string {
 }
 
 // sentAsInnerType reports whether typ has a LowCardinality that the sink
-// sends over HTTP as its inner type: one nested in another type, or one of
-// an inner type other than String and Nullable(String).
+// sends over HTTP as its inner type: one nested in another type (but the
+// element of an Array of LowCardinality(String) or
+// LowCardinality(Nullable(String))), or one of an inner type other than
+// String and Nullable(String).
 func sentAsInnerType(typ string) bool {
+	if inner, ok := strings.CutPrefix(typ, "Array("); ok && strings.HasSuffix(inner, ")") {
+		if inner = inner[:len(inner)-1]; inner == "LowCardinality(String)" || inner == "LowCardinality(Nullable(String))" {
+			return false
+		}
+	}
 	i := strings.Index(typ, "LowCardinality(")
 	switch {
 	case i < 0:
