@@ -380,6 +380,9 @@ func (s *subBlock) lowCardinality(plan *insertPlan, i int, data proto.ColInput) 
 	if plan.lcKind[i] == 0 {
 		return data
 	}
+	if col, ok := data.(column); !ok || !lowCardinalityFits(col) {
+		return data
+	}
 	if plan.conv[i] != nil {
 		// A converted column is encoded once: no dictionary to keep.
 		col := data.(column)

@@ -229,8 +229,23 @@ type lowCardinalityEncoder interface {
 	bind(col column)
 }
 
+// lowCardinalityFits reports whether col holds what newLowCardinality
+// encodes: String, Nullable(String), or an Array of either. A column the
+// table changed to LowCardinality from another type, which the sink does
+// not convert (the server does), holds something else and goes as it is.
+func lowCardinalityFits(col column) bool {
+	if a, ok := col.(*arrayColumn); ok {
+		col = a.inner
+	}
+	if n, ok := col.(*nullableColumn); ok {
+		col = n.inner
+	}
+	_, ok := col.(*stringColumn)
+	return ok
+}
+
 // newLowCardinality returns the encoder of a column of lowCardinalityKind
-// 1 to 4.
+// 1 to 4 (see lowCardinalityFits).
 func newLowCardinality(col column) lowCardinalityEncoder {
 	if a, ok := col.(*arrayColumn); ok {
 		return &lowCardinalityArray{src: a, elem: newLowCardinalityString(a.inner)}

@@ -185,3 +185,26 @@ func TestLowCardinalityArrayRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// A column whose table turned it into LowCardinality(String) from a type
+// the sink does not convert (the server does) goes as it is: before, the
+// encoder took it for a String column and panicked, stopping every
+// pipeline of the process.
+func TestLowCardinalityOfAnotherTypeGoesAsItIs(t *testing.T) {
+	for _, typ := range []string{"Int64", "Array(UInt8)", "Nullable(Int32)"} {
+		ct, err := chtype.Parse(typ)
+		if err != nil {
+			t.Fatal(err)
+		}
+		col := columnOf(ct)
+		col.appendDefault()
+		plan := &insertPlan{cols: []int{0}, conv: []func(column) column{nil}, lcKind: []int{1}}
+		s := &subBlock{cols: []column{col}}
+		if got := s.lowCardinality(plan, 0, col); got != proto.ColInput(col) {
+			t.Errorf("%s planned as LowCardinality(String): encoded as %s, want the column as it is", typ, got.Type())
+		}
+	}
+	if !lowCardinalityFits(lowCardColumn(t, 1, 1)) {
+		t.Error("a String column does not fit LowCardinality(String)")
+	}
+}
