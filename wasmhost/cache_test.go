@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/wasmhost/internal/wasmtest"
 )
@@ -47,5 +48,35 @@ func TestPruneCache(t *testing.T) {
 	}
 	if n, err := PruneCache(dir, func(string) bool { return true }); n != 0 || err != nil {
 		t.Errorf("PruneCache keeping everything: %d, %v", n, err)
+	}
+}
+
+// Loaded answers while a Load holds the runtime's lock: PruneCache calls
+// it (as its keep) holding the cache directory's lock, which a Load takes
+// while holding the runtime's, so a Loaded that took the runtime's lock
+// could deadlock a prune against a compile.
+func TestLoadedDoesNotWaitForALoad(t *testing.T) {
+	dir := t.TempDir()
+	a := wasmtest.Module{Version: 1, Transform: []byte{0x42, 0x00, 0x0B}}.Build()
+	r := newTestRuntime(t, Config{CacheDir: dir})
+	loadBytes(t, r, "a", a, Limits{})
+	r.mu.Lock() // as a Load of another module does while it compiles
+	done := make(chan bool, 1)
+	go func() {
+		_, _ = PruneCache(dir, r.Loaded)
+		done <- r.Loaded(shaHex(a))
+	}()
+	select {
+	case loaded := <-done:
+		r.mu.Unlock()
+		if !loaded {
+			t.Error("Loaded: false for a loaded module")
+		}
+	case <-time.After(time.Minute):
+		r.mu.Unlock()
+		t.Fatal("PruneCache with Loaded as its keep waited for the runtime's lock")
+	}
+	if files, _ := cacheFiles(dir); len(files) == 0 {
+		t.Error("pruning with Loaded removed the loaded module's code")
 	}
 }

@@ -62,6 +62,10 @@ type Runtime struct {
 	seq       atomic.Int64
 	watchdog  watchdog
 	instances sync.Map // instance name → *Module, for sluice.log
+	// loaded holds the sha256 of every module in modules. Loaded reads it
+	// without mu: PruneCache calls Loaded holding the cache's lock, which
+	// a Load takes while holding mu.
+	loaded sync.Map
 }
 
 type moduleKey struct {
@@ -202,14 +206,8 @@ func (r *Runtime) Load(ctx context.Context, name string, wasm []byte) (*Module, 
 // sha256 (hex), with any limits: its compiled code is in use, and a
 // PruneCache that removed it would make the next process compile it again.
 func (r *Runtime) Loaded(sha256 string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for k := range r.modules {
-		if k.sha256 == sha256 {
-			return true
-		}
-	}
-	return false
+	_, ok := r.loaded.Load(sha256)
+	return ok
 }
 
 // LoadWithLimits is Load with the module's own limits; zero fields take the
@@ -308,6 +306,7 @@ func (r *Runtime) LoadWithLimits(ctx context.Context, name string, wasm []byte, 
 		return nil, fmt.Errorf("module %s: built for guest ABI version %d; this host supports %v", name, m.Version, SupportedABIVersions)
 	}
 	r.modules[key] = m
+	r.loaded.Store(key.sha256, true)
 	return m, nil
 }
 
