@@ -208,3 +208,32 @@ func TestLowCardinalityOfAnotherTypeGoesAsItIs(t *testing.T) {
 		t.Error("a String column does not fit LowCardinality(String)")
 	}
 }
+
+// Every column a plan marks as LowCardinality (kinds 1 to 4) gets its
+// LowCardinality encoder, of the type the table has: the servers convert
+// the inner type too, so a column sent as String would pass every
+// round-trip test.
+func TestLowCardinalityKindsGetTheirEncoder(t *testing.T) {
+	for _, typ := range []string{"LowCardinality(String)", "LowCardinality(Nullable(String))",
+		"Array(LowCardinality(String))", "Array(LowCardinality(Nullable(String)))"} {
+		kind, err := lowCardinalityKind(typ)
+		if err != nil || kind == 0 {
+			t.Fatalf("%s: kind %d, %v", typ, kind, err)
+		}
+		ct, err := chtype.Parse(typ)
+		if err != nil {
+			t.Fatal(err)
+		}
+		col := columnOf(ct)
+		col.appendDefault()
+		plan := &insertPlan{cols: []int{0}, conv: []func(column) column{nil}, lcKind: []int{kind}}
+		s := &subBlock{cols: []column{col}}
+		got := s.lowCardinality(plan, 0, col)
+		if _, ok := got.(lowCardinalityEncoder); !ok || got.Type() != proto.ColumnType(typ) {
+			t.Errorf("%s: encoded as %s (%T), want its LowCardinality encoder", typ, got.Type(), got)
+		}
+	}
+	if kind, _ := lowCardinalityKind("Array(String)"); kind != 0 {
+		t.Errorf("Array(String): kind %d, want 0", kind)
+	}
+}
