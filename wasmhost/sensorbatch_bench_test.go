@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -38,11 +39,7 @@ import (
 // checks each output's framing and counts its rows, as the host does.
 func BenchmarkSensorBatchSDKs(b *testing.B) {
 	const batches, perCall = 1000, 200
-	msgs := sensorCorpus(0, batches)
-	var calls []*Batch
-	for i := 0; i < batches; i += perCall {
-		calls = append(calls, recordsBatch(msgs[i:i+perCall]))
-	}
+	calls := sensorCalls(batches, perCall)
 	cfg := InitConfig{Tables: []TableSchema{sensorTable}}
 	wantRows := -1
 	checkRows := func(b *testing.B, rows int) {
@@ -247,4 +244,91 @@ func (d *goNativeDriver) run(tb testing.TB, calls int) (rows int, cpu, wall time
 		tb.Fatalf("%s: %q, want ROWS CPU_NS WALL_NS", d.cmd.Path, line)
 	}
 	return rows, cpu, wall
+}
+
+// BenchmarkSensorBatchGoWriters runs the Go SDK's sensor-batch module
+// twice in one process, on the same calls of 200 records: with its
+// default row writer (Output.Flat, FlatRow) and with the module parameter
+// writer=row (Output.Row), which writes the same rows. Each iteration runs
+// one call on each, in turn; the figures are the median of the wall time
+// per row of each writer's calls, and their ratio.
+//
+//	go test -run '^$' -bench SensorBatchGoWriters -benchtime 200x ./wasmhost/
+func BenchmarkSensorBatchGoWriters(b *testing.B) {
+	const batches, perCall = 1000, 200
+	calls := sensorCalls(batches, perCall)
+	r := newTestRuntime(b, Config{})
+	m := loadBytes(b, r, "sensor-batch-go", moduleWasm(b, "examples/sensor-batch"), Limits{})
+	arms := []struct {
+		name string
+		in   *Instance
+		ns   []float64
+	}{
+		{name: "row", in: instantiate(b, m, InitConfig{Params: map[string]string{"writer": "row"}, Tables: []TableSchema{sensorTable}})},
+		{name: "flat", in: instantiate(b, m, InitConfig{Tables: []TableSchema{sensorTable}})},
+	}
+	// run makes one call and counts its rows; with collect, it returns
+	// their bytes too.
+	run := func(in *Instance, c *Batch, collect bool) (rows int, data []byte) {
+		out, err := in.Transform(context.Background(), c)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for {
+			rec, ok := out.Next()
+			if !ok {
+				return rows, data
+			}
+			if rec.Err != "" {
+				b.Fatal(rec.Err)
+			}
+			rows += rec.Rows()
+			for collect {
+				_, row, ok := rec.NextRow()
+				if !ok {
+					break
+				}
+				data = append(data, row...)
+			}
+		}
+	}
+	rows := make([]int, len(calls))
+	for i, c := range calls { // warm up, and check that the writers agree
+		n, want := run(arms[0].in, c, true)
+		m, got := run(arms[1].in, c, true)
+		if n != m || n == 0 || !bytes.Equal(got, want) {
+			b.Fatalf("call %d: Row wrote %d rows (%d bytes), FlatRow %d (%d bytes)", i, n, len(want), m, len(got))
+		}
+		rows[i] = n
+	}
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		c := calls[i%len(calls)]
+		for j := range arms {
+			a := &arms[(i+j)%len(arms)] // alternate which goes first
+			t0 := time.Now()
+			run(a.in, c, false)
+			a.ns = append(a.ns, float64(time.Since(t0).Nanoseconds())/float64(rows[i%len(calls)]))
+		}
+	}
+	med := func(v []float64) float64 {
+		s := append([]float64(nil), v...)
+		slices.Sort(s)
+		return s[len(s)/2]
+	}
+	row, flat := med(arms[0].ns), med(arms[1].ns)
+	b.ReportMetric(row, "row-ns/row")
+	b.ReportMetric(flat, "flat-ns/row")
+	b.ReportMetric(row/flat, "row/flat")
+}
+
+// sensorCalls is the first n batches of the workload's corpus in calls of
+// perCall records.
+func sensorCalls(n, perCall int) []*Batch {
+	msgs := sensorCorpus(0, uint64(n))
+	var calls []*Batch
+	for i := 0; i < n; i += perCall {
+		calls = append(calls, recordsBatch(msgs[i:i+perCall]))
+	}
+	return calls
 }

@@ -29,6 +29,21 @@ func TestGoldenModern(t *testing.T) {
 	tabletest.CheckGolden(t, rows, "testdata/rows.txt")
 }
 
+// TestGoldenRowWriter: with the module parameter writer=row, which
+// writes with Output.Row instead of Output.Flat, the rows are the same, in
+// both layouts; any other writer is refused.
+func TestGoldenRowWriter(t *testing.T) {
+	row := []sluicetest.Param{{Key: "writer", Value: "row"}}
+	corpus := tabletest.ReadCorpus(t, "testdata/avro.bin")
+	tabletest.CheckGolden(t, tabletest.Rows(t, tabletest.NewInstance(t, &module{}, row, tabletest.Table18), corpus), "testdata/rows.txt")
+	in := tabletest.NewInstance(t, &module{}, row, tabletest.TableModern)
+	tabletest.CheckGolden(t, tabletest.RowsIn(t, in, corpus, tabletest.TableModern), "testdata/rows.txt")
+	refused := sluice.NewInstance(&module{}).Init(sluicetest.InitPayload([]sluicetest.Param{{Key: "writer", Value: "fast"}}, []sluicetest.Table{tabletest.Table18}))
+	if want := `sensor-batch: parameter writer is "fast", want flat or row`; refused != want {
+		t.Errorf("writer=fast: init said %q, want %q", refused, want)
+	}
+}
+
 // TestModernRanges: a timestamp outside DateTime64's range (1900 to
 // 2299) is dead-lettered in the modern layout; one before 1970, which
 // the 18.16 layout refuses, is written.

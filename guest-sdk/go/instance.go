@@ -68,6 +68,7 @@ type Instance struct {
 func NewInstance(h Handler) *Instance {
 	in := &Instance{h: h}
 	in.out.row.o = &in.out
+	in.out.flat.o, in.out.flat.slots = &in.out, endOnly
 	return in
 }
 
@@ -222,13 +223,22 @@ func (in *Instance) runRecord() {
 	o.buf = append(o.buf, 0, 0, 0, 0, 0) // status ok, nrows patched below
 	o.nrows, o.err = 0, nil
 	o.row.open, o.row.cur, o.row.t = false, nil, nil
+	f := &o.flat
+	f.open, f.t, f.slots, f.n, f.failK = false, nil, endOnly, 0, 0
 	err := in.h.Transform(&in.rec, o) // a panic is recovered by runRecords
 	if err == nil {
 		err = o.err
 	}
-	if err == nil && o.row.open {
+	switch {
+	case err != nil:
+	case f.failK != 0: // a FlatRow's mismatch, in a row not ended or after End
+		err = f.mismatch()
+	case o.row.open:
 		err = fmt.Errorf("sluice: table %q: Transform returned without calling End on its row", o.row.t.Name)
+	case f.open:
+		err = fmt.Errorf("sluice: table %q: Transform returned without calling End on its row", f.t.Name)
 	}
+	f.buf = nil
 	if err != nil {
 		o.buf = o.buf[:o.started]
 		in.writeError(err)

@@ -22,6 +22,7 @@ type Output struct {
 	nrows   uint32
 	err     error
 	row     Row
+	flat    FlatRow
 	started int // offset of this record's entry in buf
 }
 
@@ -29,8 +30,8 @@ type Output struct {
 // column, in column order, then call End.
 func (o *Output) Row(t *Table) *Row {
 	r := &o.row
-	if o.err != nil || r.open || t == nil || t.cfg != o.cfg {
-		o.rowMisuse(t)
+	if o.err != nil || r.open || o.flat.open || t == nil || t.cfg != o.cfg {
+		o.rowMisuse(t, "Row")
 		return r
 	}
 	r.t, r.open, r.col, r.depth = t, true, 0, 0
@@ -47,13 +48,19 @@ func (o *Output) Row(t *Table) *Row {
 	return r
 }
 
-func (o *Output) rowMisuse(t *Table) {
+// rowMisuse fails the record for a call of Output.Row or Output.Flat (fn)
+// that cannot start a row.
+func (o *Output) rowMisuse(t *Table, fn string) {
 	switch {
 	case o.err != nil:
+	case o.flat.failK != 0: // a FlatRow's mismatch, not reported yet, comes first
+		o.fail(o.flat.mismatch())
 	case o.row.open:
-		o.fail(fmt.Errorf("sluice: table %q: Row called before End of the previous row", o.row.t.Name))
+		o.fail(fmt.Errorf("sluice: table %q: %s called before End of the previous row", o.row.t.Name, fn))
+	case o.flat.open:
+		o.fail(fmt.Errorf("sluice: table %q: %s called before End of the previous row", o.flat.t.Name, fn))
 	case t == nil:
-		o.fail(errors.New("sluice: Row called with a nil table"))
+		o.fail(fmt.Errorf("sluice: %s called with a nil table", fn))
 	default:
 		o.fail(fmt.Errorf("sluice: table %q is not from this instance's Config", t.Name))
 	}

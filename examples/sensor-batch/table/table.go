@@ -55,34 +55,49 @@ const (
 type Target struct {
 	T       *sluice.Table
 	Layout  Layout
+	Row     bool     // write with Output.Row instead of Output.Flat
 	upper   []byte   // name_upper, reused by WriteEvent
-	tags    []string // reused by WriteEvent
+	tags    []string // reused by writeRow
 	records int      // records seen, for Yield
 }
 
 // Find looks up the target table, "sensor_events" unless the module
 // parameter "table" names another, and tells its layout from its column
 // types: a DateTime64 batch_ts is the modern layout. It refuses any other
-// schema, naming every difference.
+// schema, naming every difference. The parameter "writer" chooses the
+// SDK's row writer: "flat" (the default, Output.Flat) or "row"
+// (Output.Row), which write the same rows; the second is there to measure
+// the first against (wasmhost's BenchmarkSensorBatchGoWriters).
 func Find(cfg *sluice.Config, module string) (*Target, error) {
 	name, ok := cfg.Param("table")
 	if !ok {
 		name = "sensor_events"
 	}
+	tg := &Target{}
+	switch w, _ := cfg.Param("writer"); w {
+	case "", "flat":
+	case "row":
+		tg.Row = true
+	default:
+		return nil, fmt.Errorf("%s: parameter writer is %q, want flat or row", module, w)
+	}
 	t, err := cfg.Table(name)
 	if err != nil {
 		return nil, err
 	}
+	tg.T = t
 	if isModern(t) {
 		if err := t.Expect(ColumnsModern...); err != nil {
 			return nil, fmt.Errorf("%s needs the sensor_events table of examples/sensor-batch/schema.sql (modern layout, DateTime64): %w", module, err)
 		}
-		return &Target{T: t, Layout: LayoutModern}, nil
+		tg.Layout = LayoutModern
+		return tg, nil
 	}
 	if err := t.Expect(Columns18...); err != nil {
 		return nil, fmt.Errorf("%s needs the sensor_events table of examples/sensor-batch/schema.sql: %w", module, err)
 	}
-	return &Target{T: t, Layout: Layout18}, nil
+	tg.Layout = Layout18
+	return tg, nil
 }
 
 // The range of DateTime64 that ClickHouse documents, 1900-01-01 00:00:00
@@ -153,7 +168,12 @@ func (t *Target) WriteEvent(out *sluice.Output, h *sensor.Header, e *sensor.Even
 		return nil
 	}
 	t.upper = sensor.AppendUpper(t.upper[:0], e.Name)
-	w := out.Row(t.T).
+	if t.Row {
+		return t.writeRow(out, h, e)
+	}
+	// FlatRow rather than Row: its writes inline, and calls are what
+	// costs on wasm.
+	w := out.Flat(t.T).
 		UInt64(uint64(h.BatchID)).
 		UInt16(uint16(e.Seq)).
 		Bytes(h.Sensor).
@@ -165,10 +185,35 @@ func (t *Target) WriteEvent(out *sluice.Output, h *sensor.Header, e *sensor.Even
 	if e.QualityNull {
 		w.Null()
 	} else {
+		w.NotNull().Float64(e.Quality)
+	}
+	w.ArrayBytes(e.Tags)
+	if t.Layout == LayoutModern {
+		batchTs, sendTs := sensor.ModernTicks(h)
+		return w.DateTime64(batchTs).DateTime64(sendTs).End()
+	}
+	sec, ms := sensor.SplitTs(h)
+	return w.DateTime(sec).UInt16(ms).Int64(h.SendTsUs).End()
+}
+
+// writeRow is WriteEvent's row with Output.Row.
+func (t *Target) writeRow(out *sluice.Output, h *sensor.Header, e *sensor.Event) error {
+	w := out.Row(t.T).
+		UInt64(uint64(h.BatchID)).
+		UInt16(uint16(e.Seq)).
+		Bytes(h.Sensor).
+		Bytes(h.Region).
+		Bytes(t.upper).
+		Bytes(e.Unit).
+		Int64(e.Value).
+		Int64(sensor.ValueScaled(e))
+	if e.QualityNull {
+		w.Null()
+	} else {
 		w.Float64(e.Quality)
 	}
-	// One ArrayString call rather than BeginArray and a Bytes per tag:
-	// calls are what costs on wasm. The strings alias the tags.
+	// One ArrayString call rather than BeginArray and a Bytes per tag.
+	// The strings alias the tags.
 	t.tags = t.tags[:0]
 	for _, tag := range e.Tags {
 		t.tags = append(t.tags, unsafe.String(unsafe.SliceData(tag), len(tag)))
