@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 
@@ -435,5 +437,27 @@ func TestFlatRowAllocs(t *testing.T) {
 	}
 	if a := testing.AllocsPerRun(20, func() { in.Transform(batch) }); a != 0 {
 		t.Errorf("%v allocations per batch, want 0", a)
+	}
+}
+
+// FlatRow's speed is that its writes inline into the module's code; a
+// change that pushes one over the compiler's budget (a call on its
+// mismatch path, say) would keep every row correct and only slow it
+// down, so this asks the compiler, for the wasm target, directly.
+func TestFlatRowWritesInline(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the package with the Go toolchain")
+	}
+	cmd := exec.Command("go", "build", "-gcflags=-m", "-o", os.DevNull, ".")
+	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build -gcflags=-m: %v\n%s", err, out)
+	}
+	for _, m := range []string{"Null", "NotNull", "String", "Bytes", "UInt8", "UInt16", "UInt32", "UInt64",
+		"Int8", "Int16", "Int32", "Int64", "Float32", "Float64", "Bool", "Date", "Date32", "DateTime", "DateTime64", "IPv6"} {
+		if want := "can inline (*FlatRow)." + m + "\n"; !bytes.Contains(out, []byte(want)) {
+			t.Errorf("the compiler does not inline (*FlatRow).%s for wasm", m)
+		}
 	}
 }
