@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/cnative"
 	"github.com/sluicehq/sluice/internal/wasmbuild"
 )
 
@@ -41,110 +42,157 @@ func BenchmarkSensorBatchSDKs(b *testing.B) {
 	const batches, perCall = 1000, 200
 	calls := sensorCalls(batches, perCall)
 	cfg := InitConfig{Tables: []TableSchema{sensorTable}}
-	wantRows := -1
-	checkRows := func(b *testing.B, rows int) {
-		if wantRows < 0 {
-			wantRows = rows
-		}
-		if rows != wantRows || rows == 0 {
-			b.Fatalf("%d rows from %d batches, want %d (the first module's)", rows, batches, wantRows)
-		}
-	}
-	countRows := func(b *testing.B, out Output) int {
-		n := 0
-		for {
-			r, ok := out.Next()
-			if !ok {
-				return n
-			}
-			if r.Err != "" {
-				b.Fatal(r.Err)
-			}
-			n += r.Rows()
-		}
-	}
-	reportRows := func(b *testing.B, total float64, cpu, wall time.Duration) {
-		b.ReportMetric(total/wall.Seconds(), "rows/s")
-		b.ReportMetric(float64(cpu.Nanoseconds())/total, "cpu-ns/row")
-		b.ReportMetric(total/float64(cpu.Nanoseconds())*1e9, "rows/core-s")
-	}
-	report := func(b *testing.B, rows int, cpu0 time.Duration) {
-		reportRows(b, float64(b.N)*float64(rows), cpuTime()-cpu0, b.Elapsed())
-	}
+	check := rowsChecker(batches)
 	wasmArms := []sensorBatchPort{{"sensor-batch-go", func(tb testing.TB) []byte { return moduleWasm(tb, "examples/sensor-batch") }}}
 	wasmArms = append(wasmArms, sensorBatchPorts...)
 	for _, arm := range wasmArms {
-		b.Run(arm.name+"/wasm", func(b *testing.B) {
-			r := newTestRuntime(b, Config{})
-			in := instantiate(b, loadBytes(b, r, arm.name, arm.wasm(b), Limits{}), cfg)
-			run := func(c *Batch) int {
-				out, err := in.Transform(context.Background(), c)
-				if err != nil {
-					b.Fatal(err)
-				}
-				return countRows(b, out)
-			}
-			rows := 0
-			for _, c := range calls {
-				rows += run(c)
-			}
-			checkRows(b, rows)
-			b.ReportAllocs()
-			b.ResetTimer()
-			cpu0 := cpuTime()
-			for i := 0; b.Loop(); i++ {
-				run(calls[i%len(calls)])
-			}
-			report(b, rows/len(calls), cpu0)
-		})
+		b.Run(arm.name+"/wasm", func(b *testing.B) { benchSensorWasm(b, arm, cfg, calls, check) })
 	}
-	payloads := make([][]byte, len(calls))
-	for i, c := range calls {
-		payloads[i] = make([]byte, c.encodedSize())
-		c.encode(payloads[i])
-	}
+	payloads := encodeCalls(calls)
 	for _, arm := range sensorBatchNatives {
-		b.Run(arm.name+"/native", func(b *testing.B) {
-			native := arm.load(b)
-			if msg := native.Init(encodeInit(cfg)); msg != "" {
-				b.Fatalf("native init: %s", msg)
-			}
-			lim, err := Limits{}.withDefaults()
-			if err != nil {
-				b.Fatal(err)
-			}
-			run := func(i int) int {
-				out := Output{total: perCall}
-				if err := parseOutput(&out, native.Transform(payloads[i]), perCall, lim); err != nil {
-					b.Fatal(err)
-				}
-				return countRows(b, out)
-			}
-			rows := 0
-			for i := range payloads {
-				rows += run(i)
-			}
-			checkRows(b, rows)
-			b.ReportAllocs()
-			b.ResetTimer()
-			cpu0 := cpuTime()
-			for i := 0; b.Loop(); i++ {
-				run(i % len(payloads))
-			}
-			report(b, rows/len(calls), cpu0)
-		})
+		b.Run(arm.name+"/native", func(b *testing.B) { benchSensorNative(b, arm.load(b), cfg, payloads, perCall, check) })
 	}
 	b.Run("sensor-batch-go/native", func(b *testing.B) {
 		d := startGoNative(b, "examples/sensor-batch", encodeInit(cfg), payloads)
-		checkRows(b, d.rows)
+		check(b, d.rows)
 		b.ResetTimer()
 		rows, cpu, wall := d.run(b, b.N)
 		b.StopTimer()
 		if want := b.N * d.rows / len(payloads); b.N%len(payloads) == 0 && rows != want {
 			b.Fatalf("%d calls wrote %d rows, want %d", b.N, rows, want)
 		}
-		reportRows(b, float64(rows), cpu, wall)
+		reportSensorRows(b, float64(rows), cpu, wall)
 	})
+}
+
+// BenchmarkSensorBatchJSON runs the sensor-batch modules that read the
+// JSON form of the corpus, the Go SDK's (examples/sensor-batch-json) and
+// the C module with format=json, on the same 1000 batches in calls of 200
+// records, as BenchmarkSensorBatchSDKs does, and the C module natively.
+//
+//	go test -run '^$' -bench SensorBatchJSON -benchtime 3s ./wasmhost/
+func BenchmarkSensorBatchJSON(b *testing.B) {
+	const batches, perCall = 1000, 200
+	var calls []*Batch
+	for i := uint64(0); i < batches; i += perCall {
+		var msgs [][]byte
+		for j := i; j < i+perCall; j++ {
+			msgs = append(msgs, sensorJSON(nil, j))
+		}
+		calls = append(calls, recordsBatch(msgs))
+	}
+	check := rowsChecker(batches)
+	goCfg := InitConfig{Tables: []TableSchema{sensorTable}}
+	cCfg := InitConfig{Params: map[string]string{"format": "json"}, Tables: []TableSchema{sensorTable}}
+	b.Run("sensor-batch-json-go/wasm", func(b *testing.B) {
+		benchSensorWasm(b, sensorBatchPort{"sensor-batch-json", func(tb testing.TB) []byte { return moduleWasm(tb, "examples/sensor-batch-json") }},
+			goCfg, calls, check)
+	})
+	c := sensorBatchPort{"sensor-batch-c", func(tb testing.TB) []byte { return cModuleWasm(tb, "examples/sensor-batch-c") }}
+	b.Run("sensor-batch-c-json/wasm", func(b *testing.B) { benchSensorWasm(b, c, cCfg, calls, check) })
+	b.Run("sensor-batch-c-json/native", func(b *testing.B) {
+		benchSensorNative(b, cModuleNative(b, "examples/sensor-batch-c"), cCfg, encodeCalls(calls), perCall, check)
+	})
+}
+
+// rowsChecker returns a check that every arm wrote the rows the first one
+// did from the batches, and some.
+func rowsChecker(batches int) func(b *testing.B, rows int) {
+	want := -1
+	return func(b *testing.B, rows int) {
+		if want < 0 {
+			want = rows
+		}
+		if rows != want || rows == 0 {
+			b.Fatalf("%d rows from %d batches, want %d (the first module's)", rows, batches, want)
+		}
+	}
+}
+
+func countSensorRows(b *testing.B, out Output) int {
+	n := 0
+	for {
+		r, ok := out.Next()
+		if !ok {
+			return n
+		}
+		if r.Err != "" {
+			b.Fatal(r.Err)
+		}
+		n += r.Rows()
+	}
+}
+
+func reportSensorRows(b *testing.B, total float64, cpu, wall time.Duration) {
+	b.ReportMetric(total/wall.Seconds(), "rows/s")
+	b.ReportMetric(float64(cpu.Nanoseconds())/total, "cpu-ns/row")
+	b.ReportMetric(total/float64(cpu.Nanoseconds())*1e9, "rows/core-s")
+}
+
+func encodeCalls(calls []*Batch) [][]byte {
+	payloads := make([][]byte, len(calls))
+	for i, c := range calls {
+		payloads[i] = make([]byte, c.encodedSize())
+		c.encode(payloads[i])
+	}
+	return payloads
+}
+
+// benchSensorWasm runs calls through the wasm module of arm, instantiated
+// with cfg, one call per iteration.
+func benchSensorWasm(b *testing.B, arm sensorBatchPort, cfg InitConfig, calls []*Batch, check func(*testing.B, int)) {
+	r := newTestRuntime(b, Config{})
+	in := instantiate(b, loadBytes(b, r, arm.name, arm.wasm(b), Limits{}), cfg)
+	run := func(c *Batch) int {
+		out, err := in.Transform(context.Background(), c)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return countSensorRows(b, out)
+	}
+	rows := 0
+	for _, c := range calls {
+		rows += run(c)
+	}
+	check(b, rows)
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := cpuTime()
+	for i := 0; b.Loop(); i++ {
+		run(calls[i%len(calls)])
+	}
+	reportSensorRows(b, float64(b.N)*float64(rows/len(calls)), cpuTime()-cpu0, b.Elapsed())
+}
+
+// benchSensorNative runs the payloads through a native build, initialised
+// with cfg, one call per iteration, checking each output as the host does.
+func benchSensorNative(b *testing.B, native *cnative.Module, cfg InitConfig, payloads [][]byte, perCall int, check func(*testing.B, int)) {
+	if msg := native.Init(encodeInit(cfg)); msg != "" {
+		b.Fatalf("native init: %s", msg)
+	}
+	lim, err := Limits{}.withDefaults()
+	if err != nil {
+		b.Fatal(err)
+	}
+	run := func(i int) int {
+		out := Output{total: perCall}
+		if err := parseOutput(&out, native.Transform(payloads[i]), perCall, lim); err != nil {
+			b.Fatal(err)
+		}
+		return countSensorRows(b, out)
+	}
+	rows := 0
+	for i := range payloads {
+		rows += run(i)
+	}
+	check(b, rows)
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := cpuTime()
+	for i := 0; b.Loop(); i++ {
+		run(i % len(payloads))
+	}
+	reportSensorRows(b, float64(b.N)*float64(rows/len(payloads)), cpuTime()-cpu0, b.Elapsed())
 }
 
 // goNatives are the Go modules built natively by this test binary, each once.

@@ -25,6 +25,9 @@ type drainFigures struct {
 	Table    string `json:"table"`
 	Batches  uint64 `json:"batches"`
 	Rows     int64  `json:"rows"`
+	// ModuleParams are sluice's module parameters beside the table, e.g.
+	// format=json for the C module on the JSON corpus.
+	ModuleParams map[string]string `json:"module_params,omitempty"`
 
 	// From the start of the system under test (process start, or the
 	// view's creation) until every row had landed.
@@ -164,7 +167,7 @@ func (r *rig) runSluice(ctx context.Context, f *drainFigures, wasm string, rows 
 		return start
 	}
 	p := pipeline{name: f.Table, brokers: e.kafka.Addr, topic: f.Topic, dlq: dlq, module: wasm, table: f.Table,
-		chAddr: e.ch.Addr, cacheDir: e.cacheDir, extraYAML: extra}
+		params: f.ModuleParams, chAddr: e.ch.Addr, cacheDir: e.cacheDir, extraYAML: extra}
 	sp, err := startSluice(e.sluiceBin, e.dir, p)
 	if err != nil {
 		f.Error = err.Error()
@@ -443,7 +446,7 @@ func (r *rig) sideBySide(ctx context.Context) *sideBySide {
 		return &drainFigures{System: "clickhouse-kafka-engine", Format: format, Table: table, Batches: s.Batches}
 	}
 	s.KafkaEngine = ke("json", "se_ke")
-	s.Sluice = &drainFigures{System: "sluice", Format: "json", Table: "se_json", Batches: s.Batches}
+	s.Sluice = &drainFigures{System: "sluice", Format: "json", Table: "se_json", Batches: s.Batches, ModuleParams: e.sbsJSONParams}
 	type corpus struct {
 		format, topic string
 		enc           encoder
@@ -452,7 +455,7 @@ func (r *rig) sideBySide(ctx context.Context) *sideBySide {
 		flushMs       []int
 		sluice        *drainFigures
 	}
-	corpora := []corpus{{format: "json", topic: "sensor_json", enc: sensor.AppendJSON, wasm: e.jsonWasm,
+	corpora := []corpus{{format: "json", topic: "sensor_json", enc: sensor.AppendJSON, wasm: e.sbsJSONWasm,
 		engines: []*drainFigures{s.KafkaEngine}, flushMs: []int{0}, sluice: s.Sluice}}
 	if modern {
 		s.KafkaEngineFlush500 = ke("json", "se_ke_f500")

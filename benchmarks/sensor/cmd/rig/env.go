@@ -43,10 +43,14 @@ type env struct {
 	avroWasm   string // the Avro module the sluice arms run (-module)
 	avroModule string // its SDK: go, c, rust or as
 	goAvroWasm string // the Go SDK's Avro module, which the wasm arm compares with its native build
-	jsonWasm   string
-	cacheDir   string
-	partitions int
-	logf       func(format string, args ...any)
+	jsonWasm   string // the Go SDK's JSON module, which the wasm arm compares with its native build
+	// The JSON module the side by side runs, and its module parameters:
+	// the C module with format=json for -module c, else jsonWasm.
+	sbsJSONWasm   string
+	sbsJSONParams map[string]string
+	cacheDir      string
+	partitions    int
+	logf          func(format string, args ...any)
 }
 
 // avroModules are the sensor-batch Avro modules of the guest SDKs, the
@@ -57,6 +61,24 @@ var avroModules = map[string]string{
 	"c":    "examples/sensor-batch-c",
 	"rust": "examples/sensor-batch-rust",
 	"as":   "examples/sensor-batch-as/index.ts",
+}
+
+// jsonModules are the sensor-batch modules that read the corpus's JSON
+// form, by SDK: the Go SDK's own module, the C module with format=json
+// (the same rows and dead letters, checked by wasmhost's
+// TestSensorBatchCJSONMatchesGo). The other SDKs' side by side runs the Go
+// one.
+var jsonModules = map[string]string{
+	"go": "examples/sensor-batch-json",
+	"c":  "examples/sensor-batch-c (format=json)",
+}
+
+// jsonModule is the JSON module the side by side runs for -module m.
+func jsonModule(m string) string {
+	if j := jsonModules[m]; j != "" {
+		return j
+	}
+	return jsonModules["go"]
 }
 
 // buildAvroModule builds the Avro module of an SDK other than Go's into out.
@@ -102,6 +124,10 @@ func startEnv(ctx context.Context, dir string, partitions int, server testinfra.
 	e.jsonWasm = filepath.Join(dir, "sensor-batch-json.wasm")
 	if err := wasmbuild.Build(ctx, filepath.Join(wasmbuild.RepoRoot(), "examples/sensor-batch-json"), e.jsonWasm); err != nil {
 		return nil, err
+	}
+	e.sbsJSONWasm = e.jsonWasm
+	if avroModule == "c" {
+		e.sbsJSONWasm, e.sbsJSONParams = e.avroWasm, map[string]string{"format": "json"}
 	}
 	// Compile the modules into the cache sluice uses, so that no arm pays
 	// the compilation (about a second of CPU for each).

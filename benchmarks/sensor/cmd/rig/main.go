@@ -103,7 +103,7 @@ func main() {
 	png := flag.String("png", "benchmarks/results/sensor-batch.png", "chart, relative to the repository root: PNG, or SVG when the name ends in .svg")
 	sluiceYAML := flag.String("sluice-yaml", "", "extra top-level YAML for the sluice config (knobs), e.g. 'clickhouse: {insert_linger: 200ms}'")
 	keep := flag.Bool("keep", false, "keep the run's directory (configs, logs, binaries)")
-	module := flag.String("module", "go", "the SDK whose Avro module the sluice arms run: go, c, rust or as (the JSON module and the wasm arm are Go's)")
+	module := flag.String("module", "go", "the SDK whose Avro module the sluice arms run: go, c, rust or as; with c the JSON side by side runs the C module too (format=json), otherwise Go's JSON module; the wasm arm is Go's")
 	keBlock := flag.Int("ke-block", 0, "kafka_max_block_size of the Kafka engine (messages); default from the profile")
 	flag.Parse()
 
@@ -164,6 +164,7 @@ func main() {
 				"max_batch_records 1000, max_batch_bytes 1MiB), commit_interval 500ms, dead_letter topic per arm",
 			"sluice_yaml_extra":      *sluiceYAML,
 			"avro_module":            avroModules[*module],
+			"json_module":            jsonModule(*module),
 			"kafka_engine_consumers": 1, "kafka_engine_max_block_size": prof.keBlock,
 			"drain_batches": prof.drainBatches, "sbs_batches": prof.sbsBatches, "sustained_seconds": prof.sustainedSeconds,
 		},

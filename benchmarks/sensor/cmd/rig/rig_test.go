@@ -6,6 +6,7 @@ import (
 	"html"
 	"image/color"
 	"image/png"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -13,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 )
 
 func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(b)) }
@@ -225,5 +228,31 @@ func TestChartSVG(t *testing.T) {
 	}
 	if len(panels) != 3 {
 		t.Errorf("%d panels, want 3", len(panels))
+	}
+}
+
+// TestPipelineParams: the module parameters of an arm reach sluice's
+// configuration beside the table.
+func TestPipelineParams(t *testing.T) {
+	for _, tt := range []struct {
+		params map[string]string
+		want   map[string]string
+	}{
+		{nil, map[string]string{"table": "se_json"}},
+		{map[string]string{"format": "json", "b": "c"}, map[string]string{"table": "se_json", "format": "json", "b": "c"}},
+	} {
+		p := pipeline{name: "se_json", brokers: "127.0.0.1:1", topic: "t", dlq: "d", module: "/m.wasm", table: "se_json",
+			params: tt.params, chAddr: "127.0.0.1:2", cacheDir: "/c"}
+		var cfg struct {
+			Module struct {
+				Params map[string]string `yaml:"params"`
+			} `yaml:"module"`
+		}
+		if err := yaml.Unmarshal([]byte(p.yaml()), &cfg); err != nil {
+			t.Fatalf("%v\n%s", err, p.yaml())
+		}
+		if !maps.Equal(cfg.Module.Params, tt.want) {
+			t.Errorf("params %v: module.params %v, want %v\n%s", tt.params, cfg.Module.Params, tt.want, p.yaml())
+		}
 	}
 }

@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -34,6 +36,7 @@ type pipeline struct {
 	dlq       string
 	module    string // .wasm path
 	table     string
+	params    map[string]string // module parameters beside table
 	chAddr    string
 	cacheDir  string
 	extraYAML string // appended at the top level, e.g. knobs under clickhouse:
@@ -48,7 +51,7 @@ func (p pipeline) yaml() string {
 module:
   path: %s
   tables: [%s]
-  params: {table: %s}
+  params: {table: %s%s}
   cache_dir: %s
 dead_letter:
   topic: %s
@@ -56,7 +59,16 @@ clickhouse:
   addr: %s
 observability:
   listen: 127.0.0.1:0
-%s`, p.brokers, p.name, p.topic, p.module, p.table, p.table, p.cacheDir, p.dlq, p.chAddr, p.extraYAML)
+%s`, p.brokers, p.name, p.topic, p.module, p.table, p.table, p.moreParams(), p.cacheDir, p.dlq, p.chAddr, p.extraYAML)
+}
+
+// moreParams renders params after table, sorted.
+func (p pipeline) moreParams() string {
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(p.params)) {
+		fmt.Fprintf(&b, ", %s: %s", k, p.params[k])
+	}
+	return b.String()
 }
 
 // sluiceProc is a running sluice binary.
