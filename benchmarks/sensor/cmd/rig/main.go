@@ -101,7 +101,7 @@ func main() {
 	rates := flag.String("rates", "0.5,0.8", "sustained rates, as fractions of the drain throughput")
 	out := flag.String("out", "benchmarks/results/sensor-batch.jsonl", "results file (JSON lines), relative to the repository root")
 	png := flag.String("png", "benchmarks/results/sensor-batch.png", "chart, relative to the repository root: PNG, or SVG when the name ends in .svg")
-	sluiceYAML := flag.String("sluice-yaml", "", "extra top-level YAML for the sluice config (knobs), e.g. 'clickhouse: {insert_linger: 200ms}'")
+	sluiceYAML := flag.String("sluice-yaml", "", "extra YAML for the sluice config (knobs), merged into each arm's, e.g. 'clickhouse: {insert_linger: 200ms}'")
 	keep := flag.Bool("keep", false, "keep the run's directory (configs, logs, binaries)")
 	module := flag.String("module", "go", "the SDK whose Avro module the sluice arms run: go, c, rust or as; with c the JSON side by side runs the C module too (format=json), otherwise Go's JSON module; the wasm arm is Go's")
 	keBlock := flag.Int("ke-block", 0, "kafka_max_block_size of the Kafka engine (messages); default from the profile")

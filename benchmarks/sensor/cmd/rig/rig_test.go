@@ -231,28 +231,52 @@ func TestChartSVG(t *testing.T) {
 	}
 }
 
-// TestPipelineParams: the module parameters of an arm reach sluice's
-// configuration beside the table.
-func TestPipelineParams(t *testing.T) {
+// TestPipelineConfig: the module parameters of an arm reach sluice's
+// configuration beside the table, and -sluice-yaml merges into it
+// mapping by mapping.
+func TestPipelineConfig(t *testing.T) {
+	type config struct {
+		Module struct {
+			Params map[string]string `yaml:"params"`
+		} `yaml:"module"`
+		ClickHouse map[string]string `yaml:"clickhouse"`
+		Delivery   string            `yaml:"delivery"`
+	}
 	for _, tt := range []struct {
-		params map[string]string
-		want   map[string]string
+		params      map[string]string
+		extra       string
+		wantParams  map[string]string
+		wantCH      map[string]string
+		wantErr     string
+		wantDeliver string
 	}{
-		{nil, map[string]string{"table": "se_json"}},
-		{map[string]string{"format": "json", "b": "c"}, map[string]string{"table": "se_json", "format": "json", "b": "c"}},
+		{params: nil, wantParams: map[string]string{"table": "se_json"}, wantCH: map[string]string{"addr": "127.0.0.1:2"}},
+		{params: map[string]string{"format": "json", "b": "c"},
+			wantParams: map[string]string{"table": "se_json", "format": "json", "b": "c"}, wantCH: map[string]string{"addr": "127.0.0.1:2"}},
+		{extra: "clickhouse: {backlog_insert_linger: 5s}\ndelivery: exactly_once\n", wantParams: map[string]string{"table": "se_json"},
+			wantCH: map[string]string{"addr": "127.0.0.1:2", "backlog_insert_linger": "5s"}, wantDeliver: "exactly_once"},
+		{extra: "clickhouse: {addr: 127.0.0.1:3}", wantParams: map[string]string{"table": "se_json"}, wantCH: map[string]string{"addr": "127.0.0.1:3"}},
+		{extra: "clickhouse: {", wantErr: "-sluice-yaml"},
 	} {
 		p := pipeline{name: "se_json", brokers: "127.0.0.1:1", topic: "t", dlq: "d", module: "/m.wasm", table: "se_json",
-			params: tt.params, chAddr: "127.0.0.1:2", cacheDir: "/c"}
-		var cfg struct {
-			Module struct {
-				Params map[string]string `yaml:"params"`
-			} `yaml:"module"`
+			params: tt.params, chAddr: "127.0.0.1:2", cacheDir: "/c", extraYAML: tt.extra}
+		b, err := p.config()
+		if tt.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("extra %q: error %v, want one naming %s", tt.extra, err, tt.wantErr)
+			}
+			continue
 		}
-		if err := yaml.Unmarshal([]byte(p.yaml()), &cfg); err != nil {
-			t.Fatalf("%v\n%s", err, p.yaml())
+		var cfg config
+		if err == nil {
+			err = yaml.Unmarshal(b, &cfg)
 		}
-		if !maps.Equal(cfg.Module.Params, tt.want) {
-			t.Errorf("params %v: module.params %v, want %v\n%s", tt.params, cfg.Module.Params, tt.want, p.yaml())
+		if err != nil {
+			t.Fatalf("%v\n%s", err, b)
+		}
+		if !maps.Equal(cfg.Module.Params, tt.wantParams) || !maps.Equal(cfg.ClickHouse, tt.wantCH) || cfg.Delivery != tt.wantDeliver {
+			t.Errorf("params %v, extra %q: module.params %v, clickhouse %v, delivery %q; want %v, %v, %q\n%s",
+				tt.params, tt.extra, cfg.Module.Params, cfg.ClickHouse, cfg.Delivery, tt.wantParams, tt.wantCH, tt.wantDeliver, b)
 		}
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"time"
 
+	"go.yaml.in/yaml/v3"
+
 	"github.com/sluicehq/sluice/internal/wasmbuild"
 )
 
@@ -39,7 +41,7 @@ type pipeline struct {
 	params    map[string]string // module parameters beside table
 	chAddr    string
 	cacheDir  string
-	extraYAML string // appended at the top level, e.g. knobs under clickhouse:
+	extraYAML string // merged into the arm's config (config), e.g. knobs under clickhouse:
 }
 
 func (p pipeline) yaml() string {
@@ -59,7 +61,35 @@ clickhouse:
   addr: %s
 observability:
   listen: 127.0.0.1:0
-%s`, p.brokers, p.name, p.topic, p.module, p.table, p.table, p.moreParams(), p.cacheDir, p.dlq, p.chAddr, p.extraYAML)
+`, p.brokers, p.name, p.topic, p.module, p.table, p.table, p.moreParams(), p.cacheDir, p.dlq, p.chAddr)
+}
+
+// config is the arm's configuration with extraYAML merged in: its
+// mappings merge key by key into the arm's (so that
+// 'clickhouse: {insert_linger: 1s}' keeps the address), any other value
+// replaces the arm's.
+func (p pipeline) config() ([]byte, error) {
+	var base, extra map[string]any
+	if err := yaml.Unmarshal([]byte(p.yaml()), &base); err != nil {
+		return nil, fmt.Errorf("the arm's sluice config: %w", err)
+	}
+	if err := yaml.Unmarshal([]byte(p.extraYAML), &extra); err != nil {
+		return nil, fmt.Errorf("-sluice-yaml %q: %w", p.extraYAML, err)
+	}
+	return yaml.Marshal(mergeYAML(base, extra))
+}
+
+func mergeYAML(dst, src map[string]any) map[string]any {
+	for k, v := range src {
+		d, dok := dst[k].(map[string]any)
+		s, sok := v.(map[string]any)
+		if dok && sok {
+			dst[k] = mergeYAML(d, s)
+		} else {
+			dst[k] = v
+		}
+	}
+	return dst
 }
 
 // moreParams renders params after table, sorted.
@@ -81,7 +111,11 @@ type sluiceProc struct {
 
 func startSluice(bin, dir string, p pipeline) (*sluiceProc, error) {
 	cfg := filepath.Join(dir, p.name+".yaml")
-	if err := os.WriteFile(cfg, []byte(p.yaml()), 0o644); err != nil {
+	b, err := p.config()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(cfg, b, 0o644); err != nil {
 		return nil, err
 	}
 	s := &sluiceProc{log: filepath.Join(dir, p.name+".log"), done: make(chan error, 1)}
