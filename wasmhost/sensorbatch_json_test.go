@@ -3,6 +3,7 @@ package wasmhost
 import (
 	"context"
 	"math/rand/v2"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -76,6 +77,15 @@ const sensorJSONSmall = ` { "sensor" : "s\u00e9\"x" , "extra":{"a":[1,-2.5e+3,tr
  "batch_id":3, "batch_ts_ms":1772000000000,"send_ts_us":5, "region":"r\ud800x",
  "events":{"tags":[["a","B\u00e9"],[]],"unit":["ms","rpm"],"name":["metric_z\u00e9","m\tx"],"seq":[0,65535],
   "value":[9223372036854775807,-9223372036854775808],"quality":[null,0.1234567890123456789],"more":[[]]} } `
+
+// sensorJSONMutations is how many mutated records sensorJSONMalformed
+// makes: 3000, or $SLUICE_JSON_MUTATIONS for a longer search.
+var sensorJSONMutations = func() int {
+	if n, err := strconv.Atoi(os.Getenv("SLUICE_JSON_MUTATIONS")); err == nil && n > 0 {
+		return n
+	}
+	return 3000
+}()
 
 // sensorJSONMalformed are records each rule of the JSON decoder and of the
 // row checks refuses, and edge cases it accepts: every truncation of a
@@ -152,12 +162,16 @@ func sensorJSONMalformed() [][]byte {
 		"1.7976931348623159e308", "0." + strings.Repeat("3", 100)} {
 		out = append(out, batch("", ev(`1`, `"m"`, `"u"`, `2`, q, `[]`)))
 	}
-	// Seeded mutations of the small batch: a byte replaced by one JSON
-	// cares about, inserted, or deleted.
+	// Seeded mutations of the small batch and of a batch of the corpus:
+	// a byte replaced by one JSON cares about, inserted, or deleted.
 	rng := rand.New(rand.NewPCG(18, 2026))
 	special := []byte("{}[]\":,\\u0123456789.eE+-tnfl \t\n\x01\x7f\x80\xe9'")
-	for n := 0; n < 3000; n++ {
+	corpus := sensorJSON(nil, 7)
+	for n := 0; n < sensorJSONMutations; n++ {
 		m := append([]byte{}, small...)
+		if n%3 == 2 {
+			m = append([]byte{}, corpus...)
+		}
 		for k := 0; k <= rng.IntN(2); k++ {
 			i := rng.IntN(len(m))
 			c := special[rng.IntN(len(special))]

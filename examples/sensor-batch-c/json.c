@@ -43,12 +43,38 @@ typedef struct {
 	size_t kn;
 } what;
 
+/* elem is an element of an events array, as the validating pass found it:
+ * its offset, and its value when ok. An element that is not ok is decoded
+ * again by Next at its offset, by the rules that would fail it (a value of
+ * the wrong type or range) or that decode its escapes. */
+typedef struct {
+	uint32_t off;
+	uint8_t ok, null; /* null: quality is null */
+	union {
+		int64_t i;    /* seq, value */
+		double f;     /* quality */
+		span s;       /* name, unit */
+		struct {      /* tags: d.tags.p[first : first+n] */
+			uint32_t first, n;
+		} t;
+	} v;
+} elem;
+
 static struct {
 	const uint8_t *p;
 	size_t len;
-	size_t cur[N_ARRAYS]; /* offset of each array's next element */
-	int ended[N_ARRAYS];  /* the array's closing bracket has been read */
 	int failed;
+	/* The events arrays' elements, decoded by the pass that validates
+	 * them, and the tags of the tags arrays' elements. */
+	struct {
+		elem *p;
+		size_t n, cap;
+	} el[N_ARRAYS];
+	struct {
+		span *p;
+		size_t n, cap;
+	} tags;
+	size_t event; /* the events Next has decoded */
 	buf hdr, ev, key, skipping; /* skipping: the key whose value is skipped */
 } d;
 
@@ -275,15 +301,12 @@ static size_t number(size_t i) {
 static const double pow10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
                                1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
 
-/* float_at reads a JSON number. */
-static size_t float_at(size_t i, const char *w, double *f) {
+/* float_value converts the JSON number at [i, end): 0, or 1 when it is
+ * out of the range of a double, 2 when out of memory. */
+static int float_value(size_t i, size_t end, double *f) {
 	const uint8_t *p = d.p;
-	size_t start = i, end = number(i);
+	size_t start = i;
 	*f = 0;
-	if (end == NOT_A_NUMBER) {
-		fail(start, w, ": not a number");
-		return d.len;
-	}
 	/* Clinger's fast path: at most 15 significant digits and no exponent
 	 * make the mantissa and the power of ten exact, and one division is
 	 * correctly rounded, as strtod is. */
@@ -308,27 +331,62 @@ static size_t float_at(size_t i, const char *w, double *f) {
 	if (digits <= 15) {
 		double v = (double)m / pow10[frac];
 		*f = neg ? -v : v;
-		return end;
+		return 0;
 	}
 	/* strtod needs a terminated string; JSON numbers of more than 64 bytes
 	 * are copied to the heap. */
 	char small[65], *s = small;
 	size_t n = end - start;
-	if (n >= sizeof small && !(s = malloc(n + 1))) {
-		fail(start, w, ": out of memory");
-		return d.len;
-	}
+	if (n >= sizeof small && !(s = malloc(n + 1)))
+		return 2;
 	memcpy(s, p + start, n);
 	s[n] = 0;
 	double v = strtod(s, 0);
 	if (s != small)
 		free(s);
-	if (v > 1.7976931348623157e308 || v < -1.7976931348623157e308) {
-		fail(start, w, ": number out of range");
+	if (v > 1.7976931348623157e308 || v < -1.7976931348623157e308)
+		return 1;
+	*f = v;
+	return 0;
+}
+
+/* float_at reads a JSON number. */
+static size_t float_at(size_t i, const char *w, double *f) {
+	size_t end = number(i);
+	*f = 0;
+	if (end == NOT_A_NUMBER) {
+		fail(i, w, ": not a number");
 		return d.len;
 	}
-	*f = v;
-	return end;
+	switch (float_value(i, end, f)) {
+	case 0:
+		return end;
+	case 1:
+		fail(i, w, ": number out of range");
+		return d.len;
+	default:
+		fail(i, w, ": out of memory");
+		return d.len;
+	}
+}
+
+/* int_value converts the JSON number at [i, end) if int_at would take it:
+ * 1 and *v, else 0. */
+static int int_value(size_t i, size_t end, int64_t *v) {
+	const uint8_t *p = d.p;
+	int neg = p[i] == '-';
+	uint64_t u = 0;
+	if (neg)
+		i++;
+	for (; i < end; i++) {
+		if (p[i] < '0' || p[i] > '9' || u > (UINT64_MAX - 9) / 10)
+			return 0;
+		u = u * 10 + (uint64_t)(p[i] - '0');
+	}
+	if ((!neg && u > (uint64_t)INT64_MAX) || (neg && u > (uint64_t)1 << 63))
+		return 0;
+	*v = neg ? (int64_t)(0 - u) : (int64_t)u;
+	return 1;
 }
 
 static int hex4(size_t i, uint32_t *r) {
@@ -680,6 +738,112 @@ static size_t skip_named(size_t i, const char *prefix, span key) {
 	return skip(i, 0, &w);
 }
 
+/* grow makes room for one more item in the array at *p of *n items of
+ * size bytes, *cap allocated; nonzero when out of memory. */
+static int grow(void **p, size_t n, size_t *cap, size_t size) {
+	if (n < *cap)
+		return 0;
+	size_t c = *cap ? 2 * *cap : 128;
+	void *q = realloc(*p, c * size);
+	if (!q)
+		return -1;
+	*p = q;
+	*cap = c;
+	return 0;
+}
+
+/* tags_value decodes the tags array at i, which the validating pass has
+ * checked, onto d.tags if it holds strings without escapes: 1, else 0. */
+static int tags_value(size_t i, elem *e) {
+	const uint8_t *p = d.p;
+	size_t len = d.len;
+	e->v.t.first = (uint32_t)d.tags.n;
+	e->v.t.n = 0;
+	i = ws(i + 1);
+	if (i < len && p[i] == ']')
+		return 1;
+	for (;;) {
+		if (i >= len || p[i] != '"')
+			return 0;
+		size_t end = string_run(i + 1);
+		if (end >= len || p[end] != '"')
+			return 0;
+		if (grow((void **)&d.tags.p, d.tags.n, &d.tags.cap, sizeof *d.tags.p) != 0)
+			return 0;
+		d.tags.p[d.tags.n].p = p + i + 1;
+		d.tags.p[d.tags.n].n = end - i - 1;
+		d.tags.n++;
+		e->v.t.n++;
+		i = ws(end + 1);
+		if (i < len && p[i] == ',')
+			i = ws(i + 1);
+		else
+			return 1; /* the ']': the array is valid */
+	}
+}
+
+/* scan_array validates events array k at i, as skip would, with the same
+ * errors, and decodes its elements into d.el[k]. */
+static size_t scan_array(size_t i, int k) {
+	const uint8_t *p = d.p;
+	size_t len = d.len;
+	what w = {array_paths[k], 0, 0};
+	d.el[k].n = 0;
+	if (len > UINT32_MAX) {
+		fail(i, array_paths[k], ": the record is too long");
+		return len;
+	}
+	i = ws(i + 1);
+	if (i < len && p[i] == ']')
+		return i + 1;
+	while (!d.failed) {
+		if (grow((void **)&d.el[k].p, d.el[k].n, &d.el[k].cap, sizeof *d.el[k].p) != 0) {
+			fail(i, array_paths[k], ": out of memory");
+			break;
+		}
+		elem *e = &d.el[k].p[d.el[k].n++];
+		e->off = (uint32_t)i;
+		e->ok = e->null = 0;
+		size_t end;
+		uint8_t c = i < len ? p[i] : 0;
+		if (c == '"') {
+			end = string_run(i + 1);
+			if (end < len && p[end] == '"') {
+				if (k == A_NAME || k == A_UNIT) {
+					e->v.s.p = p + i + 1;
+					e->v.s.n = end - i - 1;
+					e->ok = 1;
+				}
+				end++;
+			} else {
+				end = skip_string(i, &w);
+			}
+		} else if (i < len && (c == '-' || (c >= '0' && c <= '9'))) {
+			end = skip_number(i, &w);
+			if (!d.failed && (k == A_SEQ || k == A_VALUE))
+				e->ok = (uint8_t)int_value(i, end, &e->v.i);
+			else if (!d.failed && k == A_QUALITY)
+				e->ok = float_value(i, end, &e->v.f) == 0;
+		} else {
+			end = skip(i, 1, &w);
+			if (!d.failed && k == A_QUALITY && c == 'n')
+				e->ok = e->null = 1; /* skip took "null" */
+			else if (!d.failed && k == A_TAGS && c == '[')
+				e->ok = (uint8_t)tags_value(i, e);
+		}
+		i = ws(end);
+		if (d.failed)
+			break;
+		if (i < len && p[i] == ',')
+			i = ws(i + 1);
+		else if (i < len && p[i] == ']')
+			return i + 1;
+		else
+			failw(i, &w, ": expected ',' or ']' in an array");
+	}
+	return len;
+}
+
 /* ---- the batch ----------------------------------------------------------- */
 
 static int span_is(span s, const char *lit) {
@@ -704,10 +868,7 @@ static size_t events_member(span key, size_t i, void *arg) {
 		return d.len;
 	}
 	a->seen[k] = 1;
-	d.cur[k] = ws(i + 1);
-	d.ended[k] = d.cur[k] < d.len && d.p[d.cur[k]] == ']';
-	what w = {array_paths[k], 0, 0};
-	return skip(i, 0, &w);
+	return scan_array(i, k);
 }
 
 /* events reads the events object at i, noting where each array starts. */
@@ -776,8 +937,10 @@ static int json_reset(const uint8_t *p, size_t len, header *h) {
 	d.len = len;
 	d.failed = 0;
 	d.hdr.n = 0;
-	memset(d.cur, 0, sizeof d.cur);
-	memset(d.ended, 0, sizeof d.ended);
+	d.tags.n = 0;
+	d.event = 0;
+	for (int k = 0; k < N_ARRAYS; k++)
+		d.el[k].n = 0;
 	memset(h, 0, sizeof *h);
 	size_t i = ws(0);
 	if (i >= len || p[i] != '{') {
@@ -797,20 +960,6 @@ static int json_reset(const uint8_t *p, size_t len, header *h) {
 		if (!(a.seen & required[k].bit))
 			fail_plain("the batch has no \"", required[k].name, "\"");
 	return d.failed ? -1 : 0;
-}
-
-/* next moves past the ',' after an element of array k, or notes its ']'. */
-static size_t next(size_t i, int k) {
-	i = ws(i);
-	if (d.failed)
-		return i;
-	if (i < d.len && d.p[i] == ',')
-		return ws(i + 1);
-	if (i < d.len && d.p[i] == ']')
-		d.ended[k] = 1;
-	else
-		fail(i, "expected ',' or ']' in ", array_paths[k]);
-	return i;
 }
 
 static size_t tags(size_t i, event *e) {
@@ -843,40 +992,66 @@ static size_t tags(size_t i, event *e) {
 	return len;
 }
 
+/* json_next takes the next event from the decoded arrays; an element the
+ * validating pass did not decode is read again at its offset, as the Go
+ * decoder reads every element, in the same order: the first that fails is
+ * the record's error. */
 static int json_next(event *e) {
 	if (d.failed)
 		return 0;
-	int n = 0;
-	for (int k = 0; k < N_ARRAYS; k++)
-		n += d.ended[k];
+	size_t k = d.event, n = 0;
+	for (int a = 0; a < N_ARRAYS; a++)
+		n += d.el[a].n == k;
 	if (n == N_ARRAYS)
 		return 0;
 	if (n > 0) {
 		fail_plain("the events arrays have different lengths", "", "");
 		return 0;
 	}
+	d.event++;
 	d.ev.n = 0;
-	int64_t v;
-	d.cur[A_SEQ] = int_at(d.cur[A_SEQ], "events.seq", &v);
-	if (v < INT32_MIN || v > INT32_MAX)
-		fail(d.cur[A_SEQ], "events.seq", ": out of the range of an int");
+	const elem *x = &d.el[A_SEQ].p[k];
+	int64_t v = x->v.i;
+	if (!x->ok)
+		int_at(x->off, "events.seq", &v);
+	else if (v < INT32_MIN || v > INT32_MAX)
+		fail(int_at(x->off, "events.seq", &v), "events.seq", ": out of the range of an int");
 	e->seq = (int32_t)v;
-	d.cur[A_NAME] = str(d.cur[A_NAME], &d.ev, "events.name", &e->name);
-	d.cur[A_UNIT] = str(d.cur[A_UNIT], &d.ev, "events.unit", &e->unit);
-	d.cur[A_VALUE] = int_at(d.cur[A_VALUE], "events.value", &e->value);
-	size_t i = d.cur[A_QUALITY];
-	if (lit(i, "null", 4)) {
-		e->quality_null = 1;
-		e->quality = 0;
-		d.cur[A_QUALITY] = i + 4;
-	} else {
-		e->quality_null = 0;
-		d.cur[A_QUALITY] = float_at(i, "events.quality", &e->quality);
-	}
+	x = &d.el[A_NAME].p[k];
+	if (x->ok)
+		e->name = x->v.s;
+	else
+		str(x->off, &d.ev, "events.name", &e->name);
+	x = &d.el[A_UNIT].p[k];
+	if (x->ok)
+		e->unit = x->v.s;
+	else
+		str(x->off, &d.ev, "events.unit", &e->unit);
+	x = &d.el[A_VALUE].p[k];
+	if (x->ok)
+		e->value = x->v.i;
+	else
+		int_at(x->off, "events.value", &e->value);
+	x = &d.el[A_QUALITY].p[k];
+	e->quality_null = x->ok && x->null;
+	e->quality = 0;
+	if (x->ok && !x->null)
+		e->quality = x->v.f;
+	else if (!x->ok)
+		float_at(x->off, "events.quality", &e->quality);
 	e->ntags = 0;
-	d.cur[A_TAGS] = tags(d.cur[A_TAGS], e);
-	for (int k = 0; k < N_ARRAYS; k++)
-		d.cur[k] = next(d.cur[k], k);
+	x = &d.el[A_TAGS].p[k];
+	if (!x->ok) {
+		tags(x->off, e);
+	} else {
+		for (uint32_t t = 0; t < x->v.t.n; t++) {
+			const span *s = &d.tags.p[x->v.t.first + t];
+			if (add_tag(e, s->p, s->n) != 0) {
+				fail(x->off, "a tag", ": out of memory");
+				break;
+			}
+		}
+	}
 	return !d.failed;
 }
 
