@@ -10,10 +10,15 @@
  * It follows examples/sensor-batch-json/jsonbatch (Go) rule for rule: keys
  * in any order, unknown keys skipped, a missing region is null, escapes
  * decoded, the arrays of the same length, and every malformed record fails
- * at the same byte with the same words. Strings without escapes alias the
- * record; escaped ones are decoded into buffers that, once grown to a
- * record's size, are never moved while the record is decoded (a decoded
- * string is never longer than its JSON).
+ * at the same byte with the same words. As there, the whole record is
+ * validated before its first event: a syntax error anywhere comes before
+ * an element of the wrong type. The pass that validates the events arrays
+ * also decodes their elements; Next reads again, by the Go decoder's
+ * rules, only those it could not take (the wrong type or range, which
+ * then fail as they do there, and strings with escapes). Strings without
+ * escapes alias the record; escaped ones are decoded into buffers that,
+ * once grown to a record's size, are never moved while the record is
+ * decoded (a decoded string is never longer than its JSON).
  */
 #include <stdlib.h>
 #include <string.h>
