@@ -296,19 +296,10 @@ static int dec_next(decoder *d, event *e) {
 				fail_string(d, i, rc, n, "tag");
 				return 0;
 			}
-			if (e->ntags == e->tags_cap) {
-				size_t cap = e->tags_cap ? 2 * e->tags_cap : 16;
-				span *t = realloc(e->tags, cap * sizeof *t);
-				if (!t) {
-					fail(d, i, "tags: out of memory", "");
-					return 0;
-				}
-				e->tags = t;
-				e->tags_cap = cap;
+			if (add_tag(e, p + k, (size_t)n) != 0) {
+				fail(d, i, "tags: out of memory", "");
+				return 0;
 			}
-			e->tags[e->ntags].p = p + k;
-			e->tags[e->ntags].n = (size_t)n;
-			e->ntags++;
 			i = k + (size_t)n;
 		}
 	}

@@ -63,22 +63,16 @@ var avroModules = map[string]string{
 	"as":   "examples/sensor-batch-as/index.ts",
 }
 
-// jsonModules are the sensor-batch modules that read the corpus's JSON
-// form, by SDK: the Go SDK's own module, the C module with format=json
-// (the same rows and dead letters, checked by wasmhost's
-// TestSensorBatchCJSONMatchesGo). The other SDKs' side by side runs the Go
-// one.
-var jsonModules = map[string]string{
-	"go": "examples/sensor-batch-json",
-	"c":  "examples/sensor-batch-c (format=json)",
-}
-
-// jsonModule is the JSON module the side by side runs for -module m.
-func jsonModule(m string) string {
-	if j := jsonModules[m]; j != "" {
-		return j
+// sbsJSONModule is the JSON module the side by side runs for -module m,
+// as the record names it, and its module parameters beside the table:
+// the C module with format=json for c (the same rows and dead letters as
+// the Go one, checked by wasmhost's TestSensorBatchCJSONMatchesGo), else
+// the Go SDK's own module, which the other SDKs have no port of.
+func sbsJSONModule(m string) (name string, params map[string]string) {
+	if m == "c" {
+		return "examples/sensor-batch-c (format=json)", map[string]string{"format": "json"}
 	}
-	return jsonModules["go"]
+	return "examples/sensor-batch-json", nil
 }
 
 // buildAvroModule builds the Avro module of an SDK other than Go's into out.
@@ -126,8 +120,8 @@ func startEnv(ctx context.Context, dir string, partitions int, server testinfra.
 		return nil, err
 	}
 	e.sbsJSONWasm = e.jsonWasm
-	if avroModule == "c" {
-		e.sbsJSONWasm, e.sbsJSONParams = e.avroWasm, map[string]string{"format": "json"}
+	if _, params := sbsJSONModule(avroModule); params != nil {
+		e.sbsJSONWasm, e.sbsJSONParams = e.avroWasm, params
 	}
 	// Compile the modules into the cache sluice uses, so that no arm pays
 	// the compilation (about a second of CPU for each).

@@ -153,6 +153,7 @@ func main() {
 	defer e.close()
 	r := &rig{prof: prof, env: e, sluiceYAML: *sluiceYAML, logf: logf}
 
+	jsonName, _ := sbsJSONModule(*module)
 	res := &result{
 		Schema: "sluice/sensor-batch/1", Date: began.UTC().Format(time.RFC3339), Profile: prof.name,
 		Machine: describeMachine(runtime.NumCPU()), Versions: e.versions(ctx),
@@ -164,7 +165,7 @@ func main() {
 				"max_batch_records 1000, max_batch_bytes 1MiB), commit_interval 500ms, dead_letter topic per arm",
 			"sluice_yaml_extra":      *sluiceYAML,
 			"avro_module":            avroModules[*module],
-			"json_module":            jsonModule(*module),
+			"json_module":            jsonName,
 			"kafka_engine_consumers": 1, "kafka_engine_max_block_size": prof.keBlock,
 			"drain_batches": prof.drainBatches, "sbs_batches": prof.sbsBatches, "sustained_seconds": prof.sustainedSeconds,
 		},

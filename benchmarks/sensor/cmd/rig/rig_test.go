@@ -280,3 +280,18 @@ func TestPipelineConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestSBSJSONModule: -module c runs the C module with format=json in the
+// JSON side by side; every other SDK, which has no JSON port, the Go one.
+func TestSBSJSONModule(t *testing.T) {
+	for m := range avroModules {
+		name, params := sbsJSONModule(m)
+		if m == "c" {
+			if name != "examples/sensor-batch-c (format=json)" || !maps.Equal(params, map[string]string{"format": "json"}) {
+				t.Errorf("-module c: %q %v, want the C module with format=json", name, params)
+			}
+		} else if name != "examples/sensor-batch-json" || params != nil {
+			t.Errorf("-module %s: %q %v, want the Go JSON module without parameters", m, name, params)
+		}
+	}
+}
