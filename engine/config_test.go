@@ -39,7 +39,7 @@ func TestParseConfigDefaultsAndSubstitution(t *testing.T) {
 	if cfg.Kafka.CommitInterval != time.Second || cfg.Kafka.StartOffset != "earliest" {
 		t.Errorf("kafka defaults: %+v", cfg.Kafka)
 	}
-	if cfg.ClickHouse.ChunkBytes != 1<<20 || cfg.ClickHouse.QueueCapacity != 8 || cfg.ClickHouse.Compression != "lz4" {
+	if cfg.ClickHouse.ChunkBytes != 1<<20 || cfg.ClickHouse.QueueCapacity != 8 || cfg.ClickHouse.Compression != "auto" {
 		t.Errorf("clickhouse defaults: %+v", cfg.ClickHouse)
 	}
 

@@ -144,16 +144,6 @@ func (c *stringColumn) decode(b []byte) (int, error) {
 	return end, nil
 }
 
-// value is the content of value i.
-func (c *stringColumn) value(i int) []byte {
-	start := uint32(0)
-	if i > 0 {
-		start = c.ends[i-1]
-	}
-	v := c.buf[start:c.ends[i]]
-	_, k := binary.Uvarint(v)
-	return v[k:]
-}
 func (c *stringColumn) appendDefault() {
 	c.buf = append(c.buf, 0)
 	c.ends = append(c.ends, uint32(len(c.buf)))

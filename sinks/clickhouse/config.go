@@ -54,9 +54,12 @@ type Config struct {
 	// X-ClickHouse-Key headers). Default user "default", no password.
 	User     string `yaml:"user"`
 	Password string `yaml:"password"`
-	// Compression of insert data: "lz4" (default), "zstd" or "none". Over
-	// HTTP the body is sent in ClickHouse's compressed format with
-	// decompress=1.
+	// Compression of insert data: "auto" (default), "lz4", "zstd" or
+	// "none". Auto sends to a server on a loopback address ("localhost",
+	// 127.0.0.0/8, ::1) uncompressed, as clickhouse-client does, since
+	// compressing there only costs CPU on both ends, and LZ4 to any other
+	// server. Over HTTP a compressed body is sent in ClickHouse's
+	// compressed format with decompress=1.
 	Compression string `yaml:"compression"`
 	// TLS enables TLS on native and HTTP connections.
 	TLS bool `yaml:"tls"`
@@ -223,10 +226,10 @@ func (c *Config) Validate() error {
 	}
 	switch c.Compression {
 	case "":
-		c.Compression = "lz4"
-	case "lz4", "zstd", "none":
+		c.Compression = "auto"
+	case "auto", "lz4", "zstd", "none":
 	default:
-		return fmt.Errorf("clickhouse.compression: %q is not one of lz4, zstd, none", c.Compression)
+		return fmt.Errorf("clickhouse.compression: %q is not one of auto, lz4, zstd, none", c.Compression)
 	}
 	switch c.Routing {
 	case "":
@@ -351,4 +354,28 @@ func setInt(v *int, def int) {
 	if *v == 0 {
 		*v = def
 	}
+}
+
+// compressionFor is how inserts to the server at addr (host:port, or a
+// bare host) are compressed under method: auto is "none" for a loopback
+// host and "lz4" for any other.
+func compressionFor(method, addr string) string {
+	if method != "auto" {
+		return method
+	}
+	if isLoopback(hostOf(addr)) {
+		return "none"
+	}
+	return "lz4"
+}
+
+// isLoopback reports whether host is "localhost" or a loopback IP. Other
+// names are not resolved: a name that happens to resolve to loopback is
+// compressed, which costs CPU but is always correct.
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"))
+	return ip != nil && ip.IsLoopback()
 }

@@ -160,7 +160,7 @@ func (hc *httpConn) close() {}
 
 func (hc *httpConn) insert(ctx context.Context, plan *insertPlan, src *partSource, s insertSettings) error {
 	params := url.Values{"query": {plan.target.httpQuery}}
-	method := hc.ht.cfg.Compression
+	method := compressionFor(hc.ht.cfg.Compression, hc.rep.url.Host)
 	if method != "none" {
 		params.Set("decompress", "1")
 	}

@@ -162,7 +162,7 @@ func sendIDs(t *testing.T, s *clickhouse.Sink, tbl *clickhouse.Table, from, to u
 // rows and Idempotency-Key; credentials go in X-ClickHouse-User/Key.
 func TestHTTPRetrySendsSameDedupToken(t *testing.T) {
 	f := &fakeServer{knowsToken: true}
-	s, tbl := fakeSink(t, f, nil)
+	s, tbl := fakeSink(t, f, func(c *clickhouse.Config) { c.Compression = "lz4" })
 	var acked atomic.Int64
 	sendIDs(t, s, tbl, 0, 1000, offsetAck{&acked, 100, 199})
 	waitFor(t, func() bool { return acked.Load() == 1 }, 10*time.Second, "ack")
@@ -213,7 +213,7 @@ func TestHTTPRetrySendsSameDedupToken(t *testing.T) {
 // TestHTTPSettingsOnlyWhereKnown: no token to a server without the setting
 // (like 18.16) or for acks without offsets; insert_distributed_sync=1 with
 // routing distributed and distributed_sync; no compression parameter with
-// compression none.
+// compression none, nor by default to a server on loopback.
 func TestHTTPSettingsOnlyWhereKnown(t *testing.T) {
 	var acked atomic.Int64
 	old := &fakeServer{knowsToken: false}
@@ -237,6 +237,9 @@ func TestHTTPSettingsOnlyWhereKnown(t *testing.T) {
 	}
 	if p := modern.inserts[1].params; p.Get("insert_distributed_sync") != "1" || p.Has("decompress") {
 		t.Errorf("distributed sync, no compression: params %v", p)
+	}
+	if p := old.inserts[1].params; p.Has("decompress") {
+		t.Errorf("default compression to a loopback server: params %v", p)
 	}
 	if old.inserts[1].params.Has("insert_distributed_sync") {
 		t.Errorf("insert_distributed_sync sent without distributed_sync")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"math"
+	"slices"
 
 	"github.com/ClickHouse/ch-go/proto"
 
@@ -112,29 +113,38 @@ const (
 
 // lowCardinalityString encodes a String (or Nullable(String)) column as
 // LowCardinality. It is kept with its block and reused, so its dictionary
-// maps and buffers are allocated once. The dictionary is keyed by a hash
-// of the value, checked against the value it stands for: a map keyed by
-// the value would allocate a string for every distinct value of every
-// insert. Values whose hash another value took first go to collided.
+// and buffers are allocated once. The dictionary is an open-addressing
+// table of the values' hashes, each checked against the value it stands
+// for: a map keyed by the value would allocate a string for every distinct
+// value of every insert, and one keyed by the hash hashes it again.
 type lowCardinalityString struct {
-	typ      proto.ColumnType
-	src      *stringColumn
-	nulls    []byte // the null map, for Nullable(String); nil otherwise
-	seed     maphash.Seed
-	dict     map[uint64]uint32
-	collided map[string]uint32
-	index    proto.ColStr
-	keys     []uint32
+	typ   proto.ColumnType
+	src   *stringColumn
+	nulls []byte // the null map, for Nullable(String); nil otherwise
+	seed  maphash.Seed
+	// slots are the table, a power of two long; a slot holds a hash and
+	// its value's key plus one (0: empty). used counts the full ones.
+	slots []lcSlot
+	used  int
+	index proto.ColStr
+	keys  []uint32
 }
+
+type lcSlot struct {
+	hash uint64
+	key  uint32 // the key plus one; 0 marks an empty slot
+}
+
+// lcMinSlots is the table's first size.
+const lcMinSlots = 256
 
 func newLowCardinalityString(col column) *lowCardinalityString {
 	switch c := col.(type) {
 	case *stringColumn:
-		return &lowCardinalityString{typ: "LowCardinality(String)", src: c,
-			seed: maphash.MakeSeed(), dict: map[uint64]uint32{}}
+		return &lowCardinalityString{typ: "LowCardinality(String)", src: c, seed: maphash.MakeSeed()}
 	case *nullableColumn:
 		return &lowCardinalityString{typ: "LowCardinality(Nullable(String))", src: c.inner.(*stringColumn),
-			nulls: []byte{}, seed: maphash.MakeSeed(), dict: map[uint64]uint32{}}
+			nulls: []byte{}, seed: maphash.MakeSeed()}
 	}
 	panic("lowCardinalityString of a non-string column")
 }
@@ -160,10 +170,7 @@ func (c *lowCardinalityString) EncodeColumn(b *proto.Buffer) {
 	if rows == 0 {
 		return
 	}
-	clear(c.dict)
-	clear(c.collided)
-	c.index.Reset()
-	c.keys = c.keys[:0]
+	c.reset()
 	if c.nulls != nil {
 		// Without a global dictionary, key 0 of a Nullable dictionary is NULL.
 		c.index.AppendBytes(nil)
@@ -175,12 +182,22 @@ func (c *lowCardinalityString) EncodeColumn(b *proto.Buffer) {
 	const runMisses = 16
 	var prev []byte
 	prevKey, misses := uint32(0), runMisses
-	for i := range rows {
+	buf, ends := c.src.buf, c.src.ends[:rows]
+	start := uint32(0)
+	for i, end := range ends {
+		v := buf[start:end]
+		start = end
 		if c.nulls != nil && c.nulls[i] == 1 {
 			c.keys = append(c.keys, 0)
 			continue
 		}
-		v := c.src.value(i)
+		// The value's length prefix: one byte below 128.
+		if len(v) > 0 && v[0] < 0x80 {
+			v = v[1:]
+		} else {
+			_, k := binary.Uvarint(v)
+			v = v[k:]
+		}
 		switch {
 		case i == 0:
 			misses = 0
@@ -209,14 +226,21 @@ func (c *lowCardinalityString) EncodeColumn(b *proto.Buffer) {
 	b.PutInt64(int64(n))
 	c.index.EncodeColumn(b)
 	b.PutInt64(int64(rows))
-	for _, k := range c.keys {
-		switch width {
-		case 1:
-			b.Buf = append(b.Buf, byte(k))
-		case 2:
-			b.Buf = binary.LittleEndian.AppendUint16(b.Buf, uint16(k))
-		default:
-			b.Buf = binary.LittleEndian.AppendUint32(b.Buf, k)
+	at := len(b.Buf)
+	b.Buf = slices.Grow(b.Buf, rows*width)[:at+rows*width]
+	out := b.Buf[at:]
+	switch width {
+	case 1:
+		for i, k := range c.keys {
+			out[i] = byte(k)
+		}
+	case 2:
+		for i, k := range c.keys {
+			binary.LittleEndian.PutUint16(out[2*i:], uint16(k))
+		}
+	default:
+		for i, k := range c.keys {
+			binary.LittleEndian.PutUint32(out[4*i:], k)
 		}
 	}
 }
@@ -292,29 +316,64 @@ func (c *lowCardinalityArray) WriteColumn(w *proto.Writer) {
 	w.ChainWrite(b.Buf)
 }
 
+// reset empties the dictionary for the next encoding. A table that grew
+// far past what the last encoding needed shrinks back, so that one block
+// of many distinct values does not make every later one clear a large
+// table.
+func (c *lowCardinalityString) reset() {
+	if len(c.slots) > lcMinSlots && c.used*8 < len(c.slots) {
+		c.slots = make([]lcSlot, max(lcMinSlots, len(c.slots)/2))
+	} else {
+		clear(c.slots)
+	}
+	c.used = 0
+	c.index.Reset()
+	c.keys = c.keys[:0]
+}
+
 // key returns v's dictionary key, adding v to the dictionary if it is new.
+// Values of the same hash take the slots after it, each compared by value,
+// so a collision costs a comparison, never a wrong key.
 func (c *lowCardinalityString) key(v []byte) uint32 {
+	if len(c.slots) == 0 {
+		c.slots = make([]lcSlot, lcMinSlots)
+	}
 	h := maphash.Bytes(c.seed, v)
-	k, ok := c.dict[h]
-	if !ok {
-		k = uint32(c.index.Rows())
-		c.dict[h] = k
-		c.index.AppendBytes(v)
-		return k
+	mask := uint64(len(c.slots) - 1)
+	for i := h & mask; ; i = (i + 1) & mask {
+		s := &c.slots[i]
+		if s.key == 0 {
+			k := uint32(c.index.Rows())
+			c.index.AppendBytes(v)
+			*s = lcSlot{hash: h, key: k + 1}
+			if c.used++; c.used*2 > len(c.slots) {
+				c.grow()
+			}
+			return k
+		}
+		if s.hash == h {
+			if p := c.index.Pos[s.key-1]; bytes.Equal(c.index.Buf[p.Start:p.End], v) {
+				return s.key - 1
+			}
+		}
 	}
-	if p := c.index.Pos[k]; bytes.Equal(c.index.Buf[p.Start:p.End], v) {
-		return k
+}
+
+// grow doubles the table, keeping it at most half full.
+func (c *lowCardinalityString) grow() {
+	old := c.slots
+	c.slots = make([]lcSlot, 2*len(old))
+	mask := uint64(len(c.slots) - 1)
+	for _, s := range old {
+		if s.key == 0 {
+			continue
+		}
+		i := s.hash & mask
+		for c.slots[i].key != 0 {
+			i = (i + 1) & mask
+		}
+		c.slots[i] = s
 	}
-	if k, ok := c.collided[string(v)]; ok {
-		return k
-	}
-	if c.collided == nil {
-		c.collided = map[string]uint32{}
-	}
-	k = uint32(c.index.Rows())
-	c.collided[string(v)] = k
-	c.index.AppendBytes(v)
-	return k
 }
 
 func (c *lowCardinalityString) WriteColumn(w *proto.Writer) {

@@ -2,6 +2,7 @@ package clickhouse
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"hash/maphash"
 	"slices"
@@ -114,8 +115,15 @@ func BenchmarkLowCardinalityString(b *testing.B) {
 func TestLowCardinalityHashCollision(t *testing.T) {
 	enc := newLowCardinalityString(lowCardColumn(t, 1, 1))
 	a := enc.key([]byte("a"))
-	// Make "b" collide with "a": its hash now names a's key.
-	enc.dict[maphash.Bytes(enc.seed, []byte("b"))] = a
+	// Make "b" collide with "a": the slot b's hash probes first names a's
+	// key under b's hash.
+	hb := maphash.Bytes(enc.seed, []byte("b"))
+	mask := uint64(len(enc.slots) - 1)
+	i := hb & mask
+	for enc.slots[i].key != 0 {
+		i = (i + 1) & mask
+	}
+	enc.slots[i] = lcSlot{hash: hb, key: a + 1}
 	b := enc.key([]byte("b"))
 	if b == a {
 		t.Fatalf("b got a's key %d", a)
@@ -129,6 +137,51 @@ func TestLowCardinalityHashCollision(t *testing.T) {
 	if got := enc.index.Row(int(b)); got != "b" {
 		t.Errorf("dictionary entry %d = %q, want b", b, got)
 	}
+}
+
+// stringAt is value i of c.
+func stringAt(c *stringColumn, i int) []byte {
+	start := uint32(0)
+	if i > 0 {
+		start = c.ends[i-1]
+	}
+	v := c.buf[start:c.ends[i]]
+	_, k := binary.Uvarint(v)
+	return v[k:]
+}
+
+// TestLowCardinalityTableShrinks: after a block of many distinct values,
+// the dictionary's table shrinks back for blocks of few, and every block
+// still decodes to its values.
+func TestLowCardinalityTableShrinks(t *testing.T) {
+	many, few := lowCardColumn(t, 20_000, 20_000), lowCardColumn(t, 1000, 10)
+	enc := newLowCardinalityString(many)
+	check := func(col *stringColumn, distinct int) {
+		t.Helper()
+		enc.src = col
+		var buf proto.Buffer
+		enc.EncodeColumn(&buf)
+		if n := enc.index.Rows(); n != distinct {
+			t.Fatalf("%d dictionary entries, want %d", n, distinct)
+		}
+		for i := range col.Rows() {
+			if got, want := enc.index.Row(int(enc.keys[i])), string(stringAt(col, i)); got != want {
+				t.Fatalf("row %d: key %d is %q, want %q", i, enc.keys[i], got, want)
+			}
+		}
+	}
+	check(many, 20_000)
+	grown := len(enc.slots)
+	if grown < 2*20_000 {
+		t.Fatalf("table of %d slots for 20,000 values", grown)
+	}
+	for range 10 {
+		check(few, 10)
+	}
+	if len(enc.slots) != lcMinSlots {
+		t.Errorf("table of %d slots after blocks of 10 values, want %d", len(enc.slots), lcMinSlots)
+	}
+	check(many, 20_000)
 }
 
 // TestLowCardinalityArrayRoundTrip: ch-go's decoder reads an

@@ -202,7 +202,7 @@ func (d *dialer) options(revision int) ch.Options {
 		ReadTimeout:     d.cfg.ReadTimeout,
 		ProtocolVersion: revision,
 	}
-	switch d.cfg.Compression {
+	switch compressionFor(d.cfg.Compression, d.addr) {
 	case "lz4":
 		o.Compression = ch.CompressionLZ4
 	case "zstd":

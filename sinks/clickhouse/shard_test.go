@@ -198,6 +198,7 @@ func TestConfigValidate(t *testing.T) {
 		{"bad http_addrs key", Config{Addr: "h:1", Cluster: ClusterConfig{HTTPAddrs: map[string]string{"h": "h:8123"}}}, "clickhouse.cluster.http_addrs"},
 		{"ca without tls", Config{Addr: "h:1", TLSCAFile: "/x"}, "clickhouse.tls_ca_file"},
 		{"retry order", Config{Addr: "h:1", RetryMin: time.Second, RetryMax: time.Millisecond}, "clickhouse.retry_max"},
+		{"bad compression", Config{Addr: "h:1", Compression: "gzip"}, "clickhouse.compression: \"gzip\" is not one of auto"},
 		{"ok native", Config{Addr: "h:9000"}, ""},
 		{"ok https url", Config{Transport: "http", HTTPAddr: "https://h:8443/ch"}, ""},
 	} {
@@ -216,9 +217,34 @@ func TestConfigValidate(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if c.Transport != "native" || c.Routing != "endpoint" || c.DedupToken != "auto" || c.ChunkBytes != 1<<20 ||
+	if c.Transport != "native" || c.Routing != "endpoint" || c.DedupToken != "auto" || c.Compression != "auto" || c.ChunkBytes != 1<<20 ||
 		c.QueueCapacity != 8 || c.InsertsPerShard != 2 || c.Cluster.BreakerFailures != 3 || c.Cluster.BreakerCooldown != 30*time.Second {
 		t.Errorf("defaults: %+v", c)
+	}
+}
+
+// TestCompressionFor: auto sends to a loopback server uncompressed and to
+// any other with LZ4; an explicit method applies to every server.
+func TestCompressionFor(t *testing.T) {
+	for _, tc := range []struct{ method, addr, want string }{
+		{"auto", "127.0.0.1:9000", "none"},
+		{"auto", "127.3.2.1:9000", "none"},
+		{"auto", "localhost:9000", "none"},
+		{"auto", "LocalHost:8123", "none"},
+		{"auto", "[::1]:9000", "none"},
+		{"auto", "::1", "none"},
+		{"auto", "127.0.0.1", "none"},
+		{"auto", "10.0.0.7:9000", "lz4"},
+		{"auto", "ch-1.example.com:9000", "lz4"},
+		{"auto", "localhost.example.com:9000", "lz4"},
+		{"auto", "[2001:db8::1]:9000", "lz4"},
+		{"lz4", "127.0.0.1:9000", "lz4"},
+		{"zstd", "localhost:9000", "zstd"},
+		{"none", "10.0.0.7:9000", "none"},
+	} {
+		if got := compressionFor(tc.method, tc.addr); got != tc.want {
+			t.Errorf("compressionFor(%q, %q) = %q, want %q", tc.method, tc.addr, got, tc.want)
+		}
 	}
 }
 
