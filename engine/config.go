@@ -57,7 +57,7 @@ type Config struct {
 	// MemoryLimit is the Go runtime's soft memory limit in bytes, which
 	// makes the garbage collector work harder as the process nears it.
 	// Default: GOMEMLIMIT when set, else 2 × kafka.max_inflight_bytes (with
-	// tenants: the sum of the pipelines' budgets) + 256 MiB. -1 disables it.
+	// tenants: the sum of the pipelines' budgets) + 192 MiB. -1 disables it.
 	// The sluice binary sets it (runtime/debug.SetMemoryLimit) before New;
 	// New leaves the process's settings alone, so that a program embedding
 	// the engine keeps its own.
@@ -408,7 +408,7 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if c.MemoryLimit == 0 {
-		c.MemoryLimit = 2*c.inflightBudget() + 256<<20
+		c.MemoryLimit = 2*c.inflightBudget() + 192<<20
 	}
 	switch c.Delivery {
 	case "":

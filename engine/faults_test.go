@@ -44,12 +44,12 @@ func profile() (string, faultProfile) {
 }
 
 // The in-flight budget the fault runs use, and the RSS bound it implies:
-// sluice sets the Go runtime's soft memory limit to 2 × budget + 256 MiB
+// sluice sets the Go runtime's soft memory limit to 2 × budget + 192 MiB
 // (engine.Config.MemoryLimit), and 64 MiB more covers what lives outside the
 // Go heap (compiled module code, thread stacks).
 const (
 	faultBudget   = 32 << 20
-	faultRSSBound = 2*faultBudget + 256<<20 + 64<<20
+	faultRSSBound = 2*faultBudget + 192<<20 + 64<<20
 )
 
 var (

@@ -65,13 +65,13 @@ const (
 
 // isoRSSBound is the bound on the process's peak RSS, from the configured
 // limits: the Go soft memory limit sluice sets (2 × Σ in-flight budgets +
-// 256 MiB) covers the Go heap; each live instance's linear memory, tables and
+// 192 MiB) covers the Go heap; each live instance's linear memory, tables and
 // call stack live outside it (memory_bytes + 19 MiB each, one instance per
 // partition; bisection replaces instances, it does not add to them); and
 // 64 MiB covers compiled code and thread stacks.
 func isoRSSBound(pipelinesA, partitionsA int) int64 {
 	budgets := int64(isoBudgetB) + int64(pipelinesA)*isoBudgetA
-	softLimit := 2*budgets + 256<<20
+	softLimit := 2*budgets + 192<<20
 	instances := int64(isoPartitionsB)*(isoMemB+isoInstanceExtra) + int64(partitionsA)*(isoMemA+isoInstanceExtra)
 	return softLimit + instances + isoNonHeap
 }

@@ -64,8 +64,8 @@ func TestParseTenants(t *testing.T) {
 	if b := cfg.pipelineBudget(cfg.Tenants[1]); b != 64<<20 {
 		t.Errorf("beta's pipeline budget = %d, want half of the default 128 MiB", b)
 	}
-	if cfg.MemoryLimit != 2*128<<20+256<<20 {
-		t.Errorf("memory_limit default = %d, want 2 × 128 MiB + 256 MiB", cfg.MemoryLimit)
+	if cfg.MemoryLimit != 2*128<<20+192<<20 {
+		t.Errorf("memory_limit default = %d, want 2 × 128 MiB + 192 MiB", cfg.MemoryLimit)
 	}
 	if cfg.Admin.MaxModuleBytes != 32<<20 {
 		t.Errorf("admin.max_module_bytes default = %d", cfg.Admin.MaxModuleBytes)
