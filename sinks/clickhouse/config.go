@@ -55,11 +55,12 @@ type Config struct {
 	User     string `yaml:"user"`
 	Password string `yaml:"password"`
 	// Compression of insert data: "auto" (default), "lz4", "zstd" or
-	// "none". Auto sends to a server on a loopback address ("localhost",
-	// 127.0.0.0/8, ::1) uncompressed, as clickhouse-client does, since
-	// compressing there only costs CPU on both ends, and LZ4 to any other
-	// server. Over HTTP a compressed body is sent in ClickHouse's
-	// compressed format with decompress=1.
+	// "none". "auto" sends to a server on a loopback address
+	// ("localhost", 127.0.0.0/8, ::1) uncompressed, as clickhouse-client
+	// does, since compressing there only costs CPU on both ends; any
+	// other server gets LZ4. Names are not resolved: a name that
+	// resolves to loopback is compressed. Over HTTP a compressed body is
+	// sent in ClickHouse's compressed format with decompress=1.
 	Compression string `yaml:"compression"`
 	// TLS enables TLS on native and HTTP connections.
 	TLS bool `yaml:"tls"`
