@@ -392,3 +392,34 @@ func TestColumnsMatchDDL(t *testing.T) {
 		t.Errorf("DDL columns\n\t%q\nColumns\n\t%q", got, want)
 	}
 }
+
+// TestRowsMatchExpect checks that Rows yields what Expect counts and sums,
+// batch by batch in order, and that it stops when told.
+func TestRowsMatchExpect(t *testing.T) {
+	const n = 300
+	want := Expect(n, DrainSendTsUs)
+	var rows, sumID, sumValue uint64
+	var last uint64
+	for h, r := range Rows(n, DrainSendTsUs) {
+		if h.ID != r.BatchID || h.ID < last {
+			t.Fatalf("row of batch %d under batch %d, after batch %d", r.BatchID, h.ID, last)
+		}
+		last = h.ID
+		rows++
+		sumID += r.BatchID
+		sumValue += uint64(r.Value)
+	}
+	if rows != want.Rows || sumID != want.SumBatchID || int64(sumValue) != want.SumValue {
+		t.Fatalf("Rows: %d rows, batch_id sum %d, value sum %d; Expect: %d, %d, %d",
+			rows, sumID, int64(sumValue), want.Rows, want.SumBatchID, want.SumValue)
+	}
+	taken := 0
+	for range Rows(n, DrainSendTsUs) {
+		if taken++; taken == 5 {
+			break
+		}
+	}
+	if taken != 5 {
+		t.Fatalf("stopped after %d rows, want 5", taken)
+	}
+}

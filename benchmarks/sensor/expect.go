@@ -2,6 +2,7 @@ package sensor
 
 import (
 	"encoding/binary"
+	"iter"
 	"math"
 	"strings"
 
@@ -57,6 +58,24 @@ func Transform(h *Batch, e *Event) (r Row, ok bool) {
 		BatchTsMs:   uint16(h.BatchTsMs % 1000),
 		SendTsUs:    h.SendTsUs,
 	}, true
+}
+
+// Rows yields the rows the reference transform makes of batches
+// [0, batches), in order, each with its batch; sendTsUs gives each batch's
+// send_ts_us (DrainSendTsUs for a prefilled topic).
+func Rows(batches uint64, sendTsUs func(b uint64) int64) iter.Seq2[*Batch, *Row] {
+	return func(yield func(*Batch, *Row) bool) {
+		for b := uint64(0); b < batches; b++ {
+			h := MakeBatch(b, sendTsUs(b))
+			for s := range EventsPerBatch {
+				e := MakeEvent(b, s)
+				r, ok := Transform(&h, &e)
+				if ok && !yield(&h, &r) {
+					return
+				}
+			}
+		}
+	}
 }
 
 // Expectation is what the gates compare with ClickHouse, for the batches

@@ -27,32 +27,24 @@ var sensorColumns = []Column{
 func sensorRows(batches uint64) [][]byte {
 	var rows [][]byte
 	str := func(b []byte, s string) []byte { return append(binary.AppendUvarint(b, uint64(len(s))), s...) }
-	for b := range batches {
-		h := sensor.MakeBatch(b, sensor.DrainSendTsUs(b))
-		for s := range sensor.EventsPerBatch {
-			e := sensor.MakeEvent(b, s)
-			r, ok := sensor.Transform(&h, &e)
-			if !ok {
-				continue
-			}
-			row := binary.LittleEndian.AppendUint64(nil, r.BatchID)
-			row = binary.LittleEndian.AppendUint16(row, r.EventSeq)
-			row = str(str(str(str(row, r.Sensor), r.Region), r.NameUpper), r.Unit)
-			row = binary.LittleEndian.AppendUint64(row, uint64(r.Value))
-			row = binary.LittleEndian.AppendUint64(row, uint64(r.ValueScaled))
-			if r.QualityNull {
-				row = append(row, 1)
-			} else {
-				row = binary.LittleEndian.AppendUint64(append(row, 0), math.Float64bits(r.Quality))
-			}
-			row = binary.AppendUvarint(row, uint64(len(r.Tags)))
-			for _, t := range r.Tags {
-				row = str(row, t)
-			}
-			row = binary.LittleEndian.AppendUint64(row, uint64(h.BatchTsMs))
-			row = binary.LittleEndian.AppendUint64(row, uint64(r.SendTsUs))
-			rows = append(rows, row)
+	for h, r := range sensor.Rows(batches, sensor.DrainSendTsUs) {
+		row := binary.LittleEndian.AppendUint64(nil, r.BatchID)
+		row = binary.LittleEndian.AppendUint16(row, r.EventSeq)
+		row = str(str(str(str(row, r.Sensor), r.Region), r.NameUpper), r.Unit)
+		row = binary.LittleEndian.AppendUint64(row, uint64(r.Value))
+		row = binary.LittleEndian.AppendUint64(row, uint64(r.ValueScaled))
+		if r.QualityNull {
+			row = append(row, 1)
+		} else {
+			row = binary.LittleEndian.AppendUint64(append(row, 0), math.Float64bits(r.Quality))
 		}
+		row = binary.AppendUvarint(row, uint64(len(r.Tags)))
+		for _, t := range r.Tags {
+			row = str(row, t)
+		}
+		row = binary.LittleEndian.AppendUint64(row, uint64(h.BatchTsMs))
+		row = binary.LittleEndian.AppendUint64(row, uint64(r.SendTsUs))
+		rows = append(rows, row)
 	}
 	return rows
 }

@@ -92,19 +92,11 @@ func (r *rig) floor(ctx context.Context, rowsPerInsert int) *insertFloor {
 		cols.reset()
 		return err
 	}
-	for b := uint64(0); b < batches && err == nil; b++ {
-		h := sensor.MakeBatch(b, sensor.DrainSendTsUs(b))
-		for s := range sensor.EventsPerBatch {
-			ev := sensor.MakeEvent(b, s)
-			row, ok := sensor.Transform(&h, &ev)
-			if !ok {
-				continue
-			}
-			cols.append(&row, &h)
-			if cols.rows >= f.RowsPerInsert {
-				if err = send(); err != nil {
-					break
-				}
+	for h, row := range sensor.Rows(batches, sensor.DrainSendTsUs) {
+		cols.append(row, h)
+		if cols.rows >= f.RowsPerInsert {
+			if err = send(); err != nil {
+				break
 			}
 		}
 	}
