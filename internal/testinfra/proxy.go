@@ -22,6 +22,8 @@ type Proxy struct {
 	// swallowAfter > 0: a connection that has sent more than this many
 	// bytes to the target gets nothing more back from it.
 	swallowAfter atomic.Int64
+	// toTarget counts the bytes of every connection to the target.
+	toTarget atomic.Int64
 
 	mu    sync.Mutex
 	conns map[net.Conn]struct{}
@@ -59,6 +61,10 @@ func (p *Proxy) SetLatency(d time.Duration) { p.latency.Store(int64(max(d, 0))) 
 // tell that a large request succeeded. 0 turns it off for what the target
 // sends from then on.
 func (p *Proxy) SwallowResponsesAfter(n int64) { p.swallowAfter.Store(n) }
+
+// BytesToTarget is how many bytes the proxy has read from its clients for
+// the target, over every connection so far.
+func (p *Proxy) BytesToTarget() int64 { return p.toTarget.Load() }
 
 // DropConnections closes every connection being forwarded; the proxy keeps
 // accepting new ones.
@@ -123,6 +129,7 @@ func (p *Proxy) pipe(dst, src net.Conn, count, sent *atomic.Int64) {
 			}
 			if count != nil {
 				count.Add(int64(n))
+				p.toTarget.Add(int64(n))
 			}
 			swallow := false
 			if sent != nil {
