@@ -1,8 +1,6 @@
 package clickhouse
 
 import (
-	"encoding/binary"
-	"math"
 	"testing"
 
 	"github.com/ClickHouse/ch-go/compress"
@@ -13,38 +11,20 @@ import (
 
 // sensorColumns are the insert columns of the sensor-batch workload's
 // modern table (../shared/workloads/sensor-batch).
-var sensorColumns = []Column{
-	{Name: "batch_id", Type: "UInt64"}, {Name: "event_seq", Type: "UInt16"},
-	{Name: "sensor", Type: "LowCardinality(String)"}, {Name: "region", Type: "LowCardinality(String)"},
-	{Name: "name_upper", Type: "LowCardinality(String)"}, {Name: "unit", Type: "LowCardinality(String)"},
-	{Name: "value", Type: "Int64"}, {Name: "value_scaled", Type: "Int64"},
-	{Name: "quality", Type: "Nullable(Float64)"}, {Name: "tags", Type: "Array(LowCardinality(String))"},
-	{Name: "batch_ts", Type: "DateTime64(3)"}, {Name: "send_ts", Type: "DateTime64(6)"},
-}
+var sensorColumns = func() []Column {
+	var cols []Column
+	for _, c := range sensor.ModernColumns {
+		cols = append(cols, Column{Name: c[0], Type: c[1]})
+	}
+	return cols
+}()
 
 // sensorRows returns the RowBinary rows the workload's transform makes of
 // batches [0, batches), as a module writes them.
 func sensorRows(batches uint64) [][]byte {
 	var rows [][]byte
-	str := func(b []byte, s string) []byte { return append(binary.AppendUvarint(b, uint64(len(s))), s...) }
 	for h, r := range sensor.Rows(batches, sensor.DrainSendTsUs) {
-		row := binary.LittleEndian.AppendUint64(nil, r.BatchID)
-		row = binary.LittleEndian.AppendUint16(row, r.EventSeq)
-		row = str(str(str(str(row, r.Sensor), r.Region), r.NameUpper), r.Unit)
-		row = binary.LittleEndian.AppendUint64(row, uint64(r.Value))
-		row = binary.LittleEndian.AppendUint64(row, uint64(r.ValueScaled))
-		if r.QualityNull {
-			row = append(row, 1)
-		} else {
-			row = binary.LittleEndian.AppendUint64(append(row, 0), math.Float64bits(r.Quality))
-		}
-		row = binary.AppendUvarint(row, uint64(len(r.Tags)))
-		for _, t := range r.Tags {
-			row = str(row, t)
-		}
-		row = binary.LittleEndian.AppendUint64(row, uint64(h.BatchTsMs))
-		row = binary.LittleEndian.AppendUint64(row, uint64(r.SendTsUs))
-		rows = append(rows, row)
+		rows = append(rows, sensor.AppendRowBinary(nil, h, r))
 	}
 	return rows
 }

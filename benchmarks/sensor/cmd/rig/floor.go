@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/ClickHouse/ch-go"
-	"github.com/ClickHouse/ch-go/proto"
 
 	"github.com/sluicehq/sluice/benchmarks/sensor"
 	"github.com/sluicehq/sluice/internal/testinfra"
@@ -73,14 +72,14 @@ func (r *rig) floor(ctx context.Context, rowsPerInsert int) *insertFloor {
 		return f
 	}
 	defer c.Close()
-	cols := newFloorColumns(modern)
+	cols := sensor.NewNativeColumns(e.layout)
 	ch0, _ := cpuSeconds(e.chPID)
 	start := time.Now()
 	send := func() error {
-		if cols.rows == 0 {
+		if cols.Rows() == 0 {
 			return nil
 		}
-		q := ch.Query{Body: "INSERT INTO " + table + " VALUES", Input: cols.input}
+		q := ch.Query{Body: "INSERT INTO " + table + " VALUES", Input: cols.Input()}
 		if modern {
 			// As sluice's inserts on 26.9 carry one: the server then
 			// names the part from the token rather than hashing its rows
@@ -89,12 +88,12 @@ func (r *rig) floor(ctx context.Context, rowsPerInsert int) *insertFloor {
 		}
 		err := c.Do(ctx, q)
 		f.Inserts++
-		cols.reset()
+		cols.Reset()
 		return err
 	}
 	for h, row := range sensor.Rows(batches, sensor.DrainSendTsUs) {
-		cols.append(row, h)
-		if cols.rows >= f.RowsPerInsert {
+		cols.Append(row, h)
+		if cols.Rows() >= f.RowsPerInsert {
 			if err = send(); err != nil {
 				break
 			}
@@ -134,84 +133,6 @@ func (f *insertFloor) summary() string {
 		s += "; ERROR: " + f.Error
 	}
 	return s
-}
-
-// floorColumns are ch-go columns of sensor_events in either layout.
-type floorColumns struct {
-	modern                          bool
-	rows                            int
-	batchID                         proto.ColUInt64
-	eventSeq                        proto.ColUInt16
-	sensor, region, nameUpper, unit proto.ColumnOf[string]
-	value, valueScaled              proto.ColInt64
-	quality                         *proto.ColNullable[float64]
-	tags                            *proto.ColArr[string]
-	batchTs64, sendTs64             *proto.ColDateTime64
-	batchTs                         proto.ColDateTime
-	batchTsMs                       proto.ColUInt16
-	sendTsUs                        proto.ColInt64
-	input                           proto.Input
-}
-
-func newFloorColumns(modern bool) *floorColumns {
-	c := &floorColumns{modern: modern, quality: new(proto.ColFloat64).Nullable()}
-	str := func() proto.ColumnOf[string] {
-		if modern {
-			return new(proto.ColStr).LowCardinality()
-		}
-		return new(proto.ColStr)
-	}
-	c.sensor, c.region, c.nameUpper, c.unit = str(), str(), str(), str()
-	if modern {
-		c.tags = new(proto.ColStr).LowCardinality().Array()
-	} else {
-		c.tags = new(proto.ColStr).Array()
-	}
-	c.input = proto.Input{
-		{Name: "batch_id", Data: &c.batchID}, {Name: "event_seq", Data: &c.eventSeq},
-		{Name: "sensor", Data: c.sensor}, {Name: "region", Data: c.region},
-		{Name: "name_upper", Data: c.nameUpper}, {Name: "unit", Data: c.unit},
-		{Name: "value", Data: &c.value}, {Name: "value_scaled", Data: &c.valueScaled},
-		{Name: "quality", Data: c.quality}, {Name: "tags", Data: c.tags},
-	}
-	if modern {
-		c.batchTs64 = new(proto.ColDateTime64).WithPrecision(proto.PrecisionMilli)
-		c.sendTs64 = new(proto.ColDateTime64).WithPrecision(proto.PrecisionMicro)
-		c.input = append(c.input, proto.InputColumn{Name: "batch_ts", Data: c.batchTs64}, proto.InputColumn{Name: "send_ts", Data: c.sendTs64})
-	} else {
-		c.input = append(c.input, proto.InputColumn{Name: "batch_ts", Data: &c.batchTs},
-			proto.InputColumn{Name: "batch_ts_ms", Data: &c.batchTsMs}, proto.InputColumn{Name: "send_ts_us", Data: &c.sendTsUs})
-	}
-	return c
-}
-
-func (c *floorColumns) append(r *sensor.Row, h *sensor.Batch) {
-	c.rows++
-	c.batchID.Append(r.BatchID)
-	c.eventSeq.Append(r.EventSeq)
-	c.sensor.Append(r.Sensor)
-	c.region.Append(r.Region)
-	c.nameUpper.Append(r.NameUpper)
-	c.unit.Append(r.Unit)
-	c.value.Append(r.Value)
-	c.valueScaled.Append(r.ValueScaled)
-	c.quality.Append(proto.Nullable[float64]{Value: r.Quality, Set: !r.QualityNull})
-	c.tags.Append(r.Tags)
-	if c.modern {
-		c.batchTs64.AppendRaw(proto.DateTime64(h.BatchTsMs))
-		c.sendTs64.AppendRaw(proto.DateTime64(h.SendTsUs))
-	} else {
-		c.batchTs.Append(time.Unix(int64(r.BatchTs), 0))
-		c.batchTsMs.Append(r.BatchTsMs)
-		c.sendTsUs.Append(r.SendTsUs)
-	}
-}
-
-func (c *floorColumns) reset() {
-	c.rows = 0
-	for _, col := range c.input {
-		col.Data.(proto.Resettable).Reset()
-	}
 }
 
 // waitMergesIdle waits until the server runs no merge, at most max.

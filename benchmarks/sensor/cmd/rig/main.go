@@ -195,6 +195,11 @@ func main() {
 		}
 		res.Floor = r.floor(ctx, perInsert)
 		logf("floor: %s", res.Floor.summary())
+		if res.Drain != nil {
+			for _, d := range eventDiffs(res.Drain.Server, res.Floor.Server, 6) {
+				logf("floor: ProfileEvents of the drain's inserts against the floor's: %s", d)
+			}
+		}
 	}
 	if want["delivery"] {
 		res.Delivery = r.delivery(ctx, want["drain"])

@@ -120,6 +120,37 @@ func TestScanTSV(t *testing.T) {
 	}
 }
 
+// TestEventDiffs checks the ranking of two arms' insert ProfileEvents: by
+// relative difference per row, counters under one per 1,000 rows and
+// differences under 10% left out, at most n.
+func TestEventDiffs(t *testing.T) {
+	ev, err := parseEvents("SoftPageFaults\t2000\nUserTimeMicroseconds\t300000\nRare\t1\nSame\t1000\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &serverCounters{InsertedRows: 100_000, InsertEvents: ev}
+	b := &serverCounters{InsertedRows: 200_000, InsertEvents: map[string]int64{
+		"SoftPageFaults": 400, "UserTimeMicroseconds": 500_000, "Same": 2000, "OnlyB": 10_000,
+	}}
+	want := []string{
+		"OnlyB 0 vs 0.05 per row",
+		"SoftPageFaults 0.02 vs 0.002 per row",
+		"UserTimeMicroseconds 3 vs 2.5 per row",
+	}
+	if got := eventDiffs(a, b, 5); !reflect.DeepEqual(got, want) {
+		t.Errorf("eventDiffs = %q, want %q", got, want)
+	}
+	if got := eventDiffs(a, b, 1); !reflect.DeepEqual(got, want[:1]) {
+		t.Errorf("eventDiffs(n=1) = %q, want %q", got, want[:1])
+	}
+	if got := eventDiffs(a, nil, 5); got != nil {
+		t.Errorf("eventDiffs with no second arm = %q, want nil", got)
+	}
+	if _, err := parseEvents("SoftPageFaults x\n"); err == nil {
+		t.Error("parseEvents: a line without a tab and a number: no error")
+	}
+}
+
 // chartResult is a made-up run of every arm: a drain, two side-by-side
 // arms, one sustained rate, each series apart from the others.
 func chartResult() *result {

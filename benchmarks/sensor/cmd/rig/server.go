@@ -1,8 +1,11 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -32,6 +35,9 @@ type serverCounters struct {
 	Inserts          int64   `json:"inserts"`
 	InsertedRows     int64   `json:"inserted_rows"`
 	InsertCPUSeconds float64 `json:"insert_cpu_s"`
+	// InsertEvents are the inserts' ProfileEvents, summed (26.9), to tell
+	// where two arms' inserts of the same rows differ.
+	InsertEvents map[string]int64 `json:"insert_profile_events,omitempty"`
 	// NewParts are the parts the writes created, and their rows.
 	NewParts    int64 `json:"new_parts"`
 	NewPartRows int64 `json:"new_part_rows"`
@@ -71,6 +77,18 @@ func (e *env) serverCounters(ctx context.Context, table string) *serverCounters 
 		return c
 	}
 	c.InsertCPUSeconds = float64(insertCPUus) / 1e6
+	if e.server == testinfra.Modern {
+		out, err := e.query(ctx, fmt.Sprintf(`SELECT k, sum(v) FROM system.query_log
+ARRAY JOIN mapKeys(ProfileEvents) AS k, mapValues(ProfileEvents) AS v WHERE %s GROUP BY k FORMAT TSV`, inserts))
+		if err != nil {
+			c.Error = "query_log ProfileEvents: " + err.Error()
+			return c
+		}
+		if c.InsertEvents, err = parseEvents(out); err != nil {
+			c.Error = "query_log ProfileEvents: " + err.Error()
+			return c
+		}
+	}
 	mergeCPU := "0"
 	if e.server == testinfra.Modern {
 		mergeCPU = "sumIf(" + cpu + ", toInt8(event_type) = 2)"
@@ -95,6 +113,51 @@ FROM system.part_log WHERE database = currentDatabase() AND table = '%s' FORMAT 
 		c.MergedPerWritten = float64(c.MergedRows) / float64(c.NewPartRows)
 	}
 	return c
+}
+
+// parseEvents parses TSV lines of a name and an integer.
+func parseEvents(out string) (map[string]int64, error) {
+	m := map[string]int64{}
+	for line := range strings.Lines(strings.TrimSpace(out)) {
+		name, num, ok := strings.Cut(strings.TrimSpace(line), "\t")
+		v, err := strconv.ParseInt(num, 10, 64)
+		if !ok || err != nil {
+			return nil, fmt.Errorf("line %q: want a name and an integer", line)
+		}
+		m[name] = v
+	}
+	return m, nil
+}
+
+// eventDiffs lists the ProfileEvents of a's inserts that differ most from
+// b's, per row of each, the largest differences first: at most n.
+func eventDiffs(a, b *serverCounters, n int) []string {
+	if a == nil || b == nil || a.InsertedRows == 0 || b.InsertedRows == 0 {
+		return nil
+	}
+	type diff struct {
+		name   string
+		pa, pb float64
+	}
+	var ds []diff
+	for name := range a.InsertEvents {
+		ds = append(ds, diff{name, float64(a.InsertEvents[name]) / float64(a.InsertedRows), float64(b.InsertEvents[name]) / float64(b.InsertedRows)})
+	}
+	for name, v := range b.InsertEvents {
+		if _, ok := a.InsertEvents[name]; !ok {
+			ds = append(ds, diff{name, 0, float64(v) / float64(b.InsertedRows)})
+		}
+	}
+	rel := func(d diff) float64 { return math.Abs(d.pa-d.pb) / math.Max(math.Max(d.pa, d.pb), 1e-12) }
+	// Counters of time and bytes dwarf counts: rank by relative
+	// difference, among the counters with at least one event per 1,000 rows.
+	ds = slices.DeleteFunc(ds, func(d diff) bool { return math.Max(d.pa, d.pb) < 1e-3 || rel(d) < 0.1 })
+	slices.SortFunc(ds, func(x, y diff) int { return cmp.Compare(rel(y), rel(x)) })
+	var lines []string
+	for _, d := range ds[:min(n, len(ds))] {
+		lines = append(lines, fmt.Sprintf("%s %.4g vs %.4g per row", d.name, d.pa, d.pb))
+	}
+	return lines
 }
 
 // scanTSV parses one TSV line of integers into dst.
