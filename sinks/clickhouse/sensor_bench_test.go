@@ -1,6 +1,7 @@
 package clickhouse
 
 import (
+	"bytes"
 	"testing"
 
 	"github.com/ClickHouse/ch-go/compress"
@@ -86,4 +87,56 @@ func BenchmarkSensorChunk(b *testing.B) {
 		}
 		perRow(b)
 	})
+}
+
+// TestSensorBlockMatchesChGo checks that a chunk of the sensor-batch
+// workload goes to the server as the very bytes ch-go sends for the same
+// rows (the rig's floor arm and BenchmarkServerInsertCPU compare the
+// server's CPU for the two): every column's Native encoding, the
+// LowCardinality dictionaries and keys included.
+func TestSensorBlockMatchesChGo(t *testing.T) {
+	const batches = 167
+	tbl, err := NewTable("db", "sensor_events", sensorColumns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blk := tbl.NewBlock()
+	for _, r := range sensorRows(batches) {
+		if err := blk.AppendRow(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sub := blk.parts[0]
+	ours := tbl.plan.input(sub)
+	for i := range ours {
+		ours[i].Data = sub.lowCardinality(tbl.plan, i, ours[i].Data)
+	}
+	cols := sensor.NewNativeColumns(sensor.LayoutModern)
+	for h, r := range sensor.Rows(batches, sensor.DrainSendTsUs) {
+		cols.Append(r, h)
+	}
+	theirs := cols.Input()
+	if len(ours) != len(theirs) || sub.rows != cols.Rows() {
+		t.Fatalf("%d columns of %d rows, ch-go's %d of %d", len(ours), sub.rows, len(theirs), cols.Rows())
+	}
+	encode := func(c proto.ColInput) []byte {
+		if p, ok := c.(proto.Preparable); ok {
+			if err := p.Prepare(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var b proto.Buffer
+		if s, ok := c.(proto.StateEncoder); ok {
+			s.EncodeState(&b)
+		}
+		c.EncodeColumn(&b)
+		return b.Buf
+	}
+	for i := range ours {
+		a, b := encode(ours[i].Data), encode(theirs[i].Data)
+		if ours[i].Name != theirs[i].Name || ours[i].Data.Type() != theirs[i].Data.Type() || !bytes.Equal(a, b) {
+			t.Errorf("column %s %s: %d bytes, ch-go's %s %s %d bytes, equal %v",
+				ours[i].Name, ours[i].Data.Type(), len(a), theirs[i].Name, theirs[i].Data.Type(), len(b), bytes.Equal(a, b))
+		}
+	}
 }
