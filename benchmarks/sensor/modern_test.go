@@ -3,6 +3,7 @@ package sensor
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -100,5 +101,24 @@ func TestModernGateSQL(t *testing.T) {
 	}
 	if Layout18.GateSQL("t", true) != GateSQL("t", true) {
 		t.Error("the 18.16 gate SQL changed")
+	}
+}
+
+// TestModernColumnsMatchDDL checks that ModernColumns are the modern
+// table's insert columns, in order, with their types: every column of the
+// CREATE TABLE but the MATERIALIZED ingest_ts.
+func TestModernColumnsMatchDDL(t *testing.T) {
+	ddl := LayoutModern.DDL("t")
+	body := ddl[strings.Index(ddl, "(")+1 : strings.Index(ddl, ") ENGINE")]
+	var got [][2]string
+	for _, col := range strings.Split(body, ",") {
+		name, typ, _ := strings.Cut(strings.TrimSpace(col), " ")
+		if strings.Contains(typ, "MATERIALIZED") {
+			continue
+		}
+		got = append(got, [2]string{name, typ})
+	}
+	if !slices.Equal(got, ModernColumns) {
+		t.Errorf("the modern DDL's insert columns are %q, ModernColumns %q", got, ModernColumns)
 	}
 }
