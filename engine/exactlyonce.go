@@ -334,19 +334,10 @@ func (p *Pipeline) commitExactlyOnce(ctx context.Context, tps []topicPartition) 
 // tps is nil), its watermark (or, before it has one, the offset it was
 // assigned at, or its first segment's start) with its open segments as
 // metadata, in one OffsetCommit that names this member and its generation.
+// With nothing to commit it returns nil, a member of the group or not (a
+// member stopped before it joined, or after its partitions were revoked).
 // Called with eo.mu held.
 func (p *Pipeline) commitLocked(ctx context.Context, tps []topicPartition) error {
-	memberID, gen := p.client.GroupMetadata()
-	if memberID == "" || gen < 0 {
-		return errors.New("not a member of the consumer group yet")
-	}
-	req := kmsg.NewPtrOffsetCommitRequest()
-	req.Group = p.cfg.Kafka.Group
-	req.MemberID = memberID
-	req.Generation = gen
-	if id := p.cfg.Kafka.InstanceID; id != "" {
-		req.InstanceID = &id
-	}
 	type pending struct {
 		st   *eoPartition
 		open []segment
@@ -384,6 +375,17 @@ func (p *Pipeline) commitLocked(ctx context.Context, tps []topicPartition) error
 	p.mu.Unlock()
 	if len(sent) == 0 {
 		return nil
+	}
+	memberID, gen := p.client.GroupMetadata()
+	if memberID == "" || gen < 0 {
+		return errors.New("not a member of the consumer group yet")
+	}
+	req := kmsg.NewPtrOffsetCommitRequest()
+	req.Group = p.cfg.Kafka.Group
+	req.MemberID = memberID
+	req.Generation = gen
+	if id := p.cfg.Kafka.InstanceID; id != "" {
+		req.InstanceID = &id
 	}
 	for _, t := range topics {
 		req.Topics = append(req.Topics, *t)

@@ -80,3 +80,23 @@ func TestPruneSegments(t *testing.T) {
 		t.Errorf("watermark 30: %+v, want none", got)
 	}
 }
+
+// TestExactlyOnceCommitOutsideTheGroup: a member stopped before it joined
+// the group (or after its partitions were revoked) has nothing to commit,
+// and its final commit succeeds, so that sluice drains and exits 0; one
+// that has something to commit and is no member is refused.
+func TestExactlyOnceCommitOutsideTheGroup(t *testing.T) {
+	client, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1")) // never dialled: no request is made
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	p := &Pipeline{client: client, eo: newExactlyOnce(), acks: map[topicPartition]*partitionAcks{}}
+	if err := p.commitSync(t.Context(), nil); err != nil {
+		t.Errorf("nothing to commit, not a member: %v", err)
+	}
+	p.acks[topicPartition{"events", 0}] = &partitionAcks{topic: "events", eo: &eoPartition{base: 42}}
+	if err := p.commitSync(t.Context(), nil); err == nil || !strings.Contains(err.Error(), "not a member") {
+		t.Errorf("an offset to commit, not a member: %v, want an error", err)
+	}
+}

@@ -457,6 +457,9 @@ func faultSuite(t *testing.T, server testinfra.Server, eo bool) {
 		a := s.start("a")
 		time.Sleep(time.Duration(float64(n) / float64(prof.rate) / 3 * float64(time.Second)))
 		b := s.start("b")
+		// b leaves only once it has joined and owns partitions: on a
+		// loaded machine its join can take longer than the sleep.
+		s.waitMembersAssigned(2, 2*time.Minute)
 		time.Sleep(time.Duration(float64(n) / float64(prof.rate) / 3 * float64(time.Second)))
 		b.term()
 		s.landed(produced, n)
@@ -672,5 +675,37 @@ func (s *scenario) waitAllCommitsMove(d time.Duration) {
 			s.t.Fatalf("the committed offsets of %d of %d partitions moved within %s (from %v to %v)", moved, len(now), d, start, now)
 		}
 		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// waitMembersAssigned waits until the scenario's consumer group is stable
+// with n members that each own at least one partition.
+func (s *scenario) waitMembersAssigned(n int, d time.Duration) {
+	s.t.Helper()
+	adm := s.admin()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	last := "not described yet"
+	for {
+		groups, err := adm.DescribeGroups(ctx, "g_"+s.name)
+		if err == nil {
+			g := groups["g_"+s.name]
+			owning := 0
+			for _, m := range g.Members {
+				if c, ok := m.Assigned.AsConsumer(); ok && len(c.Topics) > 0 {
+					owning++
+				}
+			}
+			if g.State == "Stable" && len(g.Members) == n && owning == n {
+				return
+			}
+			last = fmt.Sprintf("state %s, %d members, %d owning partitions", g.State, len(g.Members), owning)
+		} else {
+			last = err.Error()
+		}
+		if ctx.Err() != nil {
+			s.t.Fatalf("group g_%s did not have %d members owning partitions within %s: %s", s.name, n, d, last)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
