@@ -319,6 +319,9 @@ func pruneSegments(segs []segment, wm kgo.EpochOffset, ok bool) []segment {
 	return segs[n:]
 }
 
+// errNotMember is a commit before this member joined the group.
+var errNotMember = errors.New("not a member of the consumer group yet")
+
 // commitExactlyOnce is commitSync for exactly-once delivery.
 func (p *Pipeline) commitExactlyOnce(ctx context.Context, tps []topicPartition) error {
 	p.eo.mu.Lock()
@@ -334,10 +337,17 @@ func (p *Pipeline) commitExactlyOnce(ctx context.Context, tps []topicPartition) 
 // tps is nil), its watermark (or, before it has one, the offset it was
 // assigned at, or its first segment's start) with its open segments as
 // metadata, in one OffsetCommit that names this member and its generation.
-// With nothing to commit it returns nil, a member of the group or not (a
-// member stopped before it joined, or after its partitions were revoked).
+// Committing every tracked partition (tps nil) with none tracked returns
+// nil, a member of the group or not: a member stopped before it joined
+// has nothing to commit. Recording a segment (tps set) always needs the
+// membership.
 // Called with eo.mu held.
 func (p *Pipeline) commitLocked(ctx context.Context, tps []topicPartition) error {
+	memberID, gen := p.client.GroupMetadata()
+	member := memberID != "" && gen >= 0
+	if !member && tps != nil {
+		return errNotMember
+	}
 	type pending struct {
 		st   *eoPartition
 		open []segment
@@ -376,9 +386,8 @@ func (p *Pipeline) commitLocked(ctx context.Context, tps []topicPartition) error
 	if len(sent) == 0 {
 		return nil
 	}
-	memberID, gen := p.client.GroupMetadata()
-	if memberID == "" || gen < 0 {
-		return errors.New("not a member of the consumer group yet")
+	if !member {
+		return errNotMember
 	}
 	req := kmsg.NewPtrOffsetCommitRequest()
 	req.Group = p.cfg.Kafka.Group
