@@ -319,7 +319,8 @@ func pruneSegments(segs []segment, wm kgo.EpochOffset, ok bool) []segment {
 	return segs[n:]
 }
 
-// errNotMember is a commit before this member joined the group.
+// errNotMember is a commit while this member is not in the group (before
+// it joined, or after it left).
 var errNotMember = errors.New("not a member of the consumer group yet")
 
 // commitExactlyOnce is commitSync for exactly-once delivery.
@@ -339,8 +340,9 @@ func (p *Pipeline) commitExactlyOnce(ctx context.Context, tps []topicPartition) 
 // metadata, in one OffsetCommit that names this member and its generation.
 // Committing every tracked partition (tps nil) with none tracked returns
 // nil, a member of the group or not: a member stopped before it joined
-// has nothing to commit. Recording a segment (tps set) always needs the
-// membership.
+// has nothing to commit. A commit of named partitions (recording a
+// segment, committing revoked partitions) always needs the membership: a
+// segment is never taken as recorded by a non-member.
 // Called with eo.mu held.
 func (p *Pipeline) commitLocked(ctx context.Context, tps []topicPartition) error {
 	memberID, gen := p.client.GroupMetadata()

@@ -89,7 +89,9 @@ func sinkInsertCPU(b *testing.B, srv *testinfra.ClickHouse, cfg clickhouse.Confi
 	b.Helper()
 	table := fmt.Sprintf("insert_cpu_sink_%d", op)
 	execT(b, srv, sensor.LayoutModern.DDL(table))
-	s := newSink(b, cfg)
+	rs := newSinkNoCleanup(b, cfg)
+	defer rs.close(b)
+	s := rs.sink
 	tbl, err := s.Table(context.Background(), table)
 	if err != nil {
 		b.Fatal(err)
@@ -109,10 +111,15 @@ func sinkInsertCPU(b *testing.B, srv *testinfra.ClickHouse, cfg clickhouse.Confi
 		}
 		chunks++
 	}
-	for deadline := time.Now().Add(2 * time.Minute); acked.Load() < int64(chunks); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			b.Fatalf("%d of %d chunks acked after 2 minutes", acked.Load(), chunks)
+	// Wait on progress: fail only when no chunk is acked for 2 minutes.
+	last, moved := acked.Load(), time.Now()
+	for n := last; n < int64(chunks); n = acked.Load() {
+		if n != last {
+			last, moved = n, time.Now()
+		} else if time.Since(moved) > 2*time.Minute {
+			b.Fatalf("%d of %d chunks acked, none for 2 minutes", n, chunks)
 		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	return insertCPUPerRow(b, srv, table, len(rows))
 }
@@ -179,8 +186,11 @@ FROM system.query_log WHERE type = 'QueryFinish' AND query_kind = 'Insert' AND h
 	if len(f) != 2 {
 		b.Fatalf("query_log: %q", out)
 	}
-	written, _ := strconv.Atoi(f[0])
-	us, _ := strconv.ParseFloat(f[1], 64)
+	written, err1 := strconv.Atoi(f[0])
+	us, err2 := strconv.ParseFloat(f[1], 64)
+	if err1 != nil || err2 != nil {
+		b.Fatalf("query_log: %q: want the rows and the CPU µs", out)
+	}
 	if written != rows {
 		b.Fatalf("%s: the inserts wrote %d rows, want %d", table, written, rows)
 	}
