@@ -113,7 +113,9 @@ type Config struct {
 	// the budget holds that long of the pipeline's rows).
 	BacklogInsertLinger time.Duration `yaml:"backlog_insert_linger"`
 	// InsertsPerShard is the number of concurrent inserts per shard.
-	// Default 2.
+	// One of them at a time takes chunks from the shard's queue, for its
+	// insert_linger; the others send or retry theirs meanwhile, so each
+	// insert carries every chunk sealed while it was open. Default 2.
 	InsertsPerShard int `yaml:"inserts_per_shard"`
 	// RetryMin and RetryMax bound the backoff between insert attempts.
 	// Defaults 100ms and 10s.

@@ -161,6 +161,17 @@ type shard struct {
 	weight   int
 	replicas []*replica
 	queue    chan *part
+	// collect holds one token: the worker that has it is the one whose
+	// insert takes parts from the queue. One insert collects at a time,
+	// so that each gets every part sealed during its insert_linger,
+	// rather than inserts_per_shard inserts splitting them into smaller
+	// parts for the server to merge; the other workers send, retry, or
+	// wait their turn.
+	collect chan struct{}
+	// held is a part of another table that ended the last insert to
+	// collect; the next one starts with it. Only the collect token's
+	// holder touches it.
+	held *part
 
 	mu  sync.Mutex
 	cur int // index of the replica inserts go to
@@ -232,7 +243,6 @@ type worker struct {
 	sh      *shard
 	conn    conn
 	connRep *replica
-	held    *part // a part of another table that ended the previous insert
 	timer   *time.Timer
 	// tokenBuf holds one column at a time while dedupToken hashes it.
 	tokenBuf proto.Buffer
@@ -260,6 +270,9 @@ type openInsert struct {
 	// attempt sends the same one.
 	token    string
 	hasToken bool
+	// collecting: the insert holds its shard's collect token (until it
+	// is sealed or its first attempt ends).
+	collecting bool
 	// backlog: its first chunk's rows are older than
 	// backlog_insert_linger, so it lingers that long, but past
 	// insert_linger takes no more chunks once none has come for
@@ -314,12 +327,12 @@ func (ps *partSource) next(ctx context.Context) *part {
 func (w *worker) pull(ctx context.Context, ins *openInsert) *part {
 	cfg := &w.s.cfg
 	if ins.sealed || ins.segment() != "" || ins.rows >= cfg.MaxInsertRows || ins.bytes >= cfg.MaxInsertBytes {
-		ins.sealed = true
+		w.seal(ins)
 		return nil
 	}
 	wait := time.Until(ins.deadline)
 	if wait <= 0 {
-		ins.sealed = true
+		w.seal(ins)
 		return nil
 	}
 	if ins.backlog {
@@ -350,13 +363,13 @@ func (w *worker) pull(ctx context.Context, ins *openInsert) *part {
 	switch {
 	case p == nil:
 	case p.chunk.block.table != ins.t || p.chunk.segment != "":
-		w.held = p
+		w.sh.held = p
 	default:
 		p.taken = time.Now()
 		ins.add(p)
 		return p
 	}
-	ins.sealed = true
+	w.seal(ins)
 	return nil
 }
 
@@ -372,6 +385,26 @@ func behind(p *part, now time.Time, d time.Duration) bool {
 		}
 	}
 	return !oldest.IsZero() && now.Sub(oldest) > d
+}
+
+// seal ends ins's collecting of parts and passes the shard's collect
+// token on.
+func (w *worker) seal(ins *openInsert) {
+	ins.sealed = true
+	if ins.collecting {
+		ins.collecting = false
+		w.sh.collect <- struct{}{}
+	}
+}
+
+// acquire waits for the shard's collect token; false once ctx ended.
+func (w *worker) acquire(ctx context.Context) bool {
+	select {
+	case <-w.sh.collect:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // next waits for the next queued part. After Close it returns what is
@@ -404,16 +437,20 @@ func (w *worker) run(ctx context.Context) error {
 	w.timer = time.NewTimer(time.Hour)
 	w.timer.Stop()
 	for {
-		first := w.held
-		w.held = nil
+		if !w.acquire(ctx) {
+			return nil
+		}
+		first := w.sh.held
+		w.sh.held = nil
 		if first == nil {
 			if first = w.next(ctx); first == nil {
+				w.sh.collect <- struct{}{}
 				return nil
 			}
 		}
 		now := time.Now()
 		first.taken = now
-		ins := &openInsert{t: first.chunk.block.table, deadline: now.Add(w.s.cfg.InsertLinger), started: now}
+		ins := &openInsert{t: first.chunk.block.table, deadline: now.Add(w.s.cfg.InsertLinger), collecting: true, started: now}
 		if l := w.s.cfg.BacklogInsertLinger; l > w.s.cfg.InsertLinger && behind(first, now, l) {
 			ins.deadline, ins.backlog = now.Add(l), true
 		}
@@ -484,9 +521,12 @@ func (w *worker) insertWithRetry(ctx context.Context, ins *openInsert) error {
 			if err == nil {
 				src := &partSource{w: w, ins: ins, stream: !ins.sealed}
 				err = w.conn.insert(ctx, plan, src, st)
-				ins.sealed = true
 			}
 		}
+		// An insert is sent as it stands after its first attempt, which
+		// lets the next insert collect: one that cannot be sent (its
+		// server down, its table broken) never holds up the others.
+		w.seal(ins)
 		end := time.Now()
 		w.observe(ins, rep, attempt, start, end, err, dups)
 		if err == nil {

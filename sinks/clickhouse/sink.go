@@ -286,8 +286,10 @@ func (s *Sink) dedupSupported(ctx context.Context, rep *replica) bool {
 }
 
 func (s *Sink) newShard(name string, num, weight int, replicas []*replica) *shard {
-	return &shard{name: name, num: num, weight: weight, replicas: replicas,
-		queue: make(chan *part, s.cfg.QueueCapacity)}
+	sh := &shard{name: name, num: num, weight: weight, replicas: replicas,
+		queue: make(chan *part, s.cfg.QueueCapacity), collect: make(chan struct{}, 1)}
+	sh.collect <- struct{}{}
+	return sh
 }
 
 // addShards registers new shards, whose workers Run starts.

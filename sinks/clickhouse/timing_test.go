@@ -116,6 +116,42 @@ func TestChunkTiming(t *testing.T) {
 	}
 }
 
+// TestOneInsertCollectsAtATime: with two workers per shard, chunks sealed
+// while an insert is open all go into that insert; the second worker does
+// not start an insert of its own that splits them (each would then wait
+// out the long linger, with half the rows).
+func TestOneInsertCollectsAtATime(t *testing.T) {
+	f := &tableServer{landed: map[string]int{}}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	const chunks, rows = 6, 10
+	s, err := clickhouse.New(context.Background(), clickhouse.Config{Transport: "http", HTTPAddr: srv.URL,
+		InsertLinger: time.Minute, MaxInsertRows: chunks * rows, InsertsPerShard: 2}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl := runEvents(t, s)
+	var acks atomic.Int64
+	for round := 1; round <= 2; round++ {
+		for range chunks {
+			if err := s.Send(context.Background(), chunkOf(t, s, tbl, rows, countAckT{&acks})); err != nil {
+				t.Fatal(err)
+			}
+		}
+		waitUntil(t, "every ack", func() bool { return acks.Load() == int64(round*chunks) })
+		f.mu.Lock()
+		inserts, landed := f.inserts, 0
+		for _, n := range f.landed {
+			landed += n
+		}
+		f.mu.Unlock()
+		if inserts != round || landed != round*chunks*rows {
+			t.Errorf("round %d: %d inserts of %d rows in all, want %d of %d rows each: one insert collects at a time",
+				round, inserts, landed, round, chunks*rows)
+		}
+	}
+}
+
 // agedAck is an ack whose oldest record was written at t.
 type agedAck struct {
 	countAckT
@@ -130,7 +166,7 @@ func backlogSink(t *testing.T, f *tableServer, insertLinger, gap time.Duration, 
 	t.Helper()
 	s, err := clickhouse.New(context.Background(), clickhouse.Config{Transport: "http", HTTPAddr: "http://" + f.addr,
 		InsertLinger: insertLinger, BacklogInsertLinger: time.Minute,
-		MaxInsertRows: maxRows, InsertsPerShard: 1}, slog.New(slog.DiscardHandler))
+		MaxInsertRows: maxRows, InsertsPerShard: 2}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
