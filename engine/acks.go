@@ -44,10 +44,14 @@ type batchAck struct {
 	last  kgo.EpochOffset // offset of the batch's last record
 	// bytes is what the batch holds against the budget: its records, plus
 	// the rows the module made of them (see addBytes).
-	bytes   atomic.Int64
-	span    trace.SpanContext // the batch's consume span
-	pending atomic.Int32
-	done    bool // guarded by p.mu
+	bytes atomic.Int64
+	// transient is the part of its records' bytes that the batch gives
+	// back once it is transformed (see recordBytes); set before the
+	// worker gets the batch.
+	transient int64
+	span      trace.SpanContext // the batch's consume span
+	pending   atomic.Int32
+	done      bool // guarded by p.mu
 	// transformed is set when the worker releases its hold, every record
 	// of the batch handled; a batch a stopped worker left without it is
 	// never done (see waitIdle).
@@ -92,6 +96,19 @@ func (b *batchAck) SpanContext() trace.SpanContext { return b.span }
 // finish releases the worker's hold once it has handled every record of
 // the batch.
 func (b *batchAck) finish() {
+	if n := b.transient; n > 0 {
+		p := b.p
+		p.mu.Lock()
+		// The worker's hold keeps the batch from being done meanwhile;
+		// an abandoned partition has given every byte back already.
+		if !p.abandoned && !b.done {
+			b.bytes.Add(-n)
+			if p.budget != nil {
+				p.budget.add(-n)
+			}
+		}
+		p.mu.Unlock()
+	}
 	b.transformed.Store(true)
 	b.Done()
 }

@@ -101,6 +101,40 @@ func TestOutputCountsAgainstBudget(t *testing.T) {
 	}
 }
 
+// TestTransformedBatchKeepsItsDataOnce: once its worker has transformed a
+// batch, the batch gives back the second copy of its records and their
+// bookkeeping (recordBytes) and keeps its records' data and its rows
+// against the budget until it is done; a batch of an abandoned partition
+// gives nothing back twice.
+func TestTransformedBatchKeepsItsDataOnce(t *testing.T) {
+	rec := &kgo.Record{Key: []byte("k"), Value: make([]byte, 999)}
+	if got, want := recordBytes(rec), 2*recordData(rec)+256; got != want || recordData(rec) != 1000 {
+		t.Fatalf("recordBytes %d, recordData %d: want 2 × 1000 + 256 and 1000", got, recordData(rec))
+	}
+	budget := &flowControl{high: 1 << 30}
+	a := &partitionAcks{topic: "t", partition: 0, budget: budget}
+	b := a.track(0, eo(9), 10*recordBytes(rec))
+	b.transient = 10 * (recordBytes(rec) - recordData(rec))
+	b.addBytes(300) // its rows, in an open block
+	b.hold()        // a chunk carries them
+	b.finish()
+	if got, want := budget.inflight.Load(), 10*recordData(rec)+300; got != want {
+		t.Fatalf("in-flight %d once transformed, want %d: the records' data once and the rows", got, want)
+	}
+	b.Done() // the chunk landed
+	if got := budget.inflight.Load(); got != 0 {
+		t.Fatalf("in-flight %d once done, want 0", got)
+	}
+
+	b = a.track(10, eo(19), 10*recordBytes(rec))
+	b.transient = 10 * (recordBytes(rec) - recordData(rec))
+	a.abandon()
+	b.finish()
+	if got := budget.inflight.Load(); got != 0 {
+		t.Errorf("in-flight %d after a batch of an abandoned partition finished, want 0", got)
+	}
+}
+
 // ackBatch is a batch an acks test tracks: its offsets, the bytes of its
 // records and the leader epoch of its last record (default 1).
 type ackBatch struct {

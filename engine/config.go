@@ -97,8 +97,9 @@ type KafkaConfig struct {
 	// may take to be inserted before its offsets are committed. Default 20s.
 	RevokeTimeout time.Duration `yaml:"revoke_timeout"`
 	// MaxInflightBytes is the memory budget of records between poll and
-	// commit (each record counts its key, value and headers three times plus
-	// 256 bytes, an estimate of what it holds). Fetching pauses when it is
+	// commit (each record counts its key, value and headers twice plus 256
+	// bytes until it is transformed, then once, and the rows made of it as
+	// they are made: an estimate of what it holds). Fetching pauses when it is
 	// reached and resumes below half of it; it is checked after each poll,
 	// so one poll (max_poll_records) may go past it. Default 128 MiB.
 	MaxInflightBytes int64 `yaml:"max_inflight_bytes"`

@@ -28,15 +28,17 @@ func (p *Pipeline) pollLoop(ctx context.Context) {
 			if len(fp.Records) == 0 {
 				return
 			}
-			var bytes, oldest int64
+			var bytes, data, oldest int64
 			for _, r := range fp.Records {
 				bytes += recordBytes(r)
+				data += recordData(r)
 				oldest = olderMillis(oldest, r)
 			}
 			last := fp.Records[len(fp.Records)-1]
 			w := p.worker(topicPartition{fp.Topic, fp.Partition})
 			w.acks.hwm.Store(fp.HighWatermark)
 			ack := w.acks.track(fp.Records[0].Offset, kgo.EpochOffset{Epoch: last.LeaderEpoch, Offset: last.Offset}, bytes)
+			ack.transient = bytes - data
 			ack.stampPolled(polled, oldest)
 			spanCtx, span := p.startConsume(fp)
 			ack.span = span.SpanContext()
@@ -48,17 +50,26 @@ func (p *Pipeline) pollLoop(ctx context.Context) {
 }
 
 // recordBytes is what a record counts against the in-flight budget when it
-// is polled: an estimate of the memory it holds until it is committed. Its
-// key, value and headers count twice (the fetched response and the
-// decompressed batch) plus 256 bytes of bookkeeping; the rows the module
-// makes of it are counted as they are made (batchAck.addBytes), so that a
-// module whose output dwarfs its input is bounded by the budget too.
+// is polled: an estimate of the memory it holds until it is transformed.
+// Its key, value and headers count twice (the fetched response and the
+// decompressed batch) plus 256 bytes of bookkeeping. Once its batch is
+// transformed it counts its data once (recordData) until the batch is
+// done: the records are dropped then, but the buffer they were fetched in
+// may still be held by the records of other batches fetched with them.
+// The rows the module makes of it are counted as they are made
+// (batchAck.addBytes), so that a module whose output dwarfs its input is
+// bounded by the budget too.
 func recordBytes(r *kgo.Record) int64 {
+	return 2*recordData(r) + 256
+}
+
+// recordData is the size of a record's key, value and headers.
+func recordData(r *kgo.Record) int64 {
 	n := int64(len(r.Key) + len(r.Value))
 	for _, h := range r.Headers {
 		n += int64(len(h.Key) + len(h.Value))
 	}
-	return 2*n + 256
+	return n
 }
 
 // worker returns the partition's worker, starting it on first use.
