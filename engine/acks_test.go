@@ -113,8 +113,14 @@ func TestTransformedBatchKeepsItsDataOnce(t *testing.T) {
 	}
 	budget := &flowControl{high: 1 << 30}
 	a := &partitionAcks{topic: "t", partition: 0, budget: budget}
-	b := a.track(0, eo(9), 10*recordBytes(rec))
-	b.transient = 10 * (recordBytes(rec) - recordData(rec))
+	recs := make([]*kgo.Record, 10)
+	for i := range recs {
+		recs[i] = &kgo.Record{Key: rec.Key, Value: rec.Value, Offset: int64(i)}
+	}
+	b := a.trackPolled(recs, time.Now())
+	if got, want := budget.inflight.Load(), 10*recordBytes(rec); got != want {
+		t.Fatalf("in-flight %d once polled, want %d: the records' recordBytes", got, want)
+	}
 	b.addBytes(300) // its rows, in an open block
 	b.hold()        // a chunk carries them
 	b.finish()
@@ -126,8 +132,10 @@ func TestTransformedBatchKeepsItsDataOnce(t *testing.T) {
 		t.Fatalf("in-flight %d once done, want 0", got)
 	}
 
-	b = a.track(10, eo(19), 10*recordBytes(rec))
-	b.transient = 10 * (recordBytes(rec) - recordData(rec))
+	for i := range recs {
+		recs[i] = &kgo.Record{Key: rec.Key, Value: rec.Value, Offset: int64(10 + i)}
+	}
+	b = a.trackPolled(recs, time.Now())
 	a.abandon()
 	b.finish()
 	if got := budget.inflight.Load(); got != 0 {

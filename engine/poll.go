@@ -28,18 +28,9 @@ func (p *Pipeline) pollLoop(ctx context.Context) {
 			if len(fp.Records) == 0 {
 				return
 			}
-			var bytes, data, oldest int64
-			for _, r := range fp.Records {
-				bytes += recordBytes(r)
-				data += recordData(r)
-				oldest = olderMillis(oldest, r)
-			}
-			last := fp.Records[len(fp.Records)-1]
 			w := p.worker(topicPartition{fp.Topic, fp.Partition})
 			w.acks.hwm.Store(fp.HighWatermark)
-			ack := w.acks.track(fp.Records[0].Offset, kgo.EpochOffset{Epoch: last.LeaderEpoch, Offset: last.Offset}, bytes)
-			ack.transient = bytes - data
-			ack.stampPolled(polled, oldest)
+			ack := w.acks.trackPolled(fp.Records, polled)
 			spanCtx, span := p.startConsume(fp)
 			ack.span = span.SpanContext()
 			w.submit(polledBatch{recs: fp.Records, ack: ack, ctx: spanCtx, span: span})
@@ -47,6 +38,24 @@ func (p *Pipeline) pollLoop(ctx context.Context) {
 		p.checkFlow()
 		p.client.AllowRebalance()
 	}
+}
+
+// trackPolled registers the records of one partition that a poll brought
+// (at least one) as a batch: they count their recordBytes against the
+// budget, of which the batch gives back all but their data once it is
+// transformed (finish).
+func (p *partitionAcks) trackPolled(recs []*kgo.Record, polled time.Time) *batchAck {
+	var data, oldest int64
+	for _, r := range recs {
+		data += recordData(r)
+		oldest = olderMillis(oldest, r)
+	}
+	bytes := recordCopies*data + recordOverhead*int64(len(recs)) // the sum of their recordBytes
+	last := recs[len(recs)-1]
+	ack := p.track(recs[0].Offset, kgo.EpochOffset{Epoch: last.LeaderEpoch, Offset: last.Offset}, bytes)
+	ack.transient = bytes - data
+	ack.stampPolled(polled, oldest)
+	return ack
 }
 
 // recordBytes is what a record counts against the in-flight budget when it
@@ -60,8 +69,15 @@ func (p *Pipeline) pollLoop(ctx context.Context) {
 // (batchAck.addBytes), so that a module whose output dwarfs its input is
 // bounded by the budget too.
 func recordBytes(r *kgo.Record) int64 {
-	return 2*recordData(r) + 256
+	return recordCopies*recordData(r) + recordOverhead
 }
+
+// A polled record's data counts recordCopies times against the budget, and
+// its bookkeeping recordOverhead bytes, until its batch is transformed.
+const (
+	recordCopies   = 2
+	recordOverhead = 256
+)
 
 // recordData is the size of a record's key, value and headers.
 func recordData(r *kgo.Record) int64 {
