@@ -59,9 +59,10 @@ type Table struct {
 	Index   int // position in Config.Tables: the table index in output rows
 	Columns []Column
 
-	cfg     *Config
-	flat    []uint8 // FlatRow's layout of Columns (flatLayout)
-	flatCol []int   // the column of each slot of flat
+	cfg       *Config
+	flat      []uint8 // FlatRow's layout of Columns (flatLayout)
+	flatCol   []int   // the column of each slot of flat
+	flatFixed int     // the most bytes of a row's fixed-width values (flatLayout)
 }
 
 // Column is one column of a target table, or, built with Col, one column a
@@ -142,7 +143,7 @@ func decodeInit(p []byte) (*Config, error) {
 			c.t, c.err = chtype.Parse(c.Type)
 			t.Columns = append(t.Columns, c)
 		}
-		t.flat, t.flatCol = flatLayout(t.Columns)
+		t.flat, t.flatCol, t.flatFixed = flatLayout(t.Columns)
 		cfg.Tables = append(cfg.Tables, t)
 	}
 	if r.err == nil && r.off != len(p) {

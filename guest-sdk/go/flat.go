@@ -5,15 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
+	"unsafe"
 
 	"github.com/sluicehq/sluice/guest-sdk/go/internal/chtype"
 )
 
 // FlatRow writes one row, like Row, for the column types most tables have,
-// at a fraction of Row's cost in wasm: its scalar and string methods
-// inline into the caller, where each of Row's is a call, and Go compiled
-// to wasm pays dearly for every call (benchmarks/README.md has the
-// figures).
+// at a fraction of Row's cost in wasm: its fixed-width methods inline
+// into the caller as one compare and one store, where each of Row's is a
+// call, and Go compiled to wasm pays dearly for every call
+// (benchmarks/README.md has the figures). A string or an array is one
+// call.
 //
 // FlatRow writes the integer and float types, Bool, String (from a string
 // or bytes), Date, Date32, DateTime, DateTime64, UUID, IPv4 and IPv6, each
@@ -31,14 +34,25 @@ import (
 // Row, a record that fails is dead-lettered with that message and none of
 // its rows is written.
 type FlatRow struct {
-	buf   []byte // the output, taken from o.buf by Flat and handed back by End
+	// The row's bytes go straight into o.buf's backing array, past its
+	// length, which End advances: buf[:off] is written. Flat reserves room
+	// for every fixed-width value and NULL marker of the row
+	// (Table.flatFixed), and a string or an array makes room for itself
+	// and that reserve again, so a fixed-width write needs no check of its
+	// own: it is one store at base+off. A value is written only when its
+	// slot matches, and each slot once, so what a row's fixed-width writes
+	// take never exceeds the reserve (TestFlatRowKeepsItsRoom).
+	buf   []byte         // o.buf, taken by Flat and handed back by End
+	base  unsafe.Pointer // buf's backing array
+	off   int            // where the next byte goes
+	lim   int            // cap(buf) - t.flatFixed: a variable write must end by it
+	sp    unsafe.Pointer // the table's slots (t.flat): what each value must be; the last is slotEnd
+	n     int            // the next value's slot
 	o     *Output
 	t     *Table
-	slots []uint8 // what each value must be (t.flat); the last is slotEnd
-	n     int     // the next value's slot
-	failN int     // the slot of the first mismatch
-	failK uint8   // what was written there; 0 while there was none
-	start int     // offset of the row's u32 length in buf
+	failN int   // the slot of the first mismatch
+	failK uint8 // what was written there; 0 while there was none
+	start int   // offset of the row's u32 length in buf
 	open  bool
 }
 
@@ -59,6 +73,9 @@ const (
 // mismatches.
 var endOnly = []uint8{slotEnd}
 
+// maxVarint is the most bytes a length's uvarint takes.
+const maxVarint = binary.MaxVarintLen64
+
 // flatScalar reports whether FlatRow writes kind k as a plain value.
 func flatScalar(k chtype.Kind) bool {
 	switch k {
@@ -73,8 +90,9 @@ func flatScalar(k chtype.Kind) bool {
 }
 
 // flatLayout returns the slots of a table's columns, ending in slotEnd,
-// and the column of each slot (the end's is len(cols)).
-func flatLayout(cols []Column) (slots []uint8, col []int) {
+// the column of each slot (the end's is len(cols)), and the bytes a row's
+// fixed-width values and NULL markers take at most (what Flat reserves).
+func flatLayout(cols []Column) (slots []uint8, col []int, fixed int) {
 	for i, c := range cols {
 		t := c.t
 		switch {
@@ -82,15 +100,35 @@ func flatLayout(cols []Column) (slots []uint8, col []int) {
 			slots, col = append(slots, slotOther), append(col, i)
 		case flatScalar(t.Kind):
 			slots, col = append(slots, uint8(t.Kind)), append(col, i)
+			fixed += flatWidth(t.Kind)
 		case t.Kind == chtype.Nullable && flatScalar(t.Elem.Kind):
 			slots, col = append(slots, slotNull, uint8(t.Elem.Kind)), append(col, i, i)
+			fixed += 1 + flatWidth(t.Elem.Kind)
 		case t.Kind == chtype.Array && (t.Elem.Kind == chtype.String || t.Elem.Kind == chtype.Int64 || t.Elem.Kind == chtype.UInt64):
 			slots, col = append(slots, slotArray|uint8(t.Elem.Kind)), append(col, i)
 		default:
 			slots, col = append(slots, slotOther), append(col, i)
 		}
 	}
-	return append(slots, slotEnd), append(col, len(cols))
+	return append(slots, slotEnd), append(col, len(cols)), fixed
+}
+
+// flatWidth is the bytes of a value of scalar kind k in RowBinary; 0 for
+// String, whose writes make room for themselves.
+func flatWidth(k chtype.Kind) int {
+	switch k {
+	case chtype.UInt8, chtype.Int8, chtype.Bool:
+		return 1
+	case chtype.UInt16, chtype.Int16, chtype.Date:
+		return 2
+	case chtype.UInt32, chtype.Int32, chtype.Float32, chtype.Date32, chtype.DateTime, chtype.IPv4:
+		return 4
+	case chtype.UInt64, chtype.Int64, chtype.Float64, chtype.DateTime64:
+		return 8
+	case chtype.UUID, chtype.IPv6:
+		return 16
+	}
+	return 0
 }
 
 // Flat starts a row of table t and returns its FlatRow writer. Write one
@@ -99,14 +137,29 @@ func (o *Output) Flat(t *Table) *FlatRow {
 	w := &o.flat
 	if o.err != nil || o.row.open || w.open || w.failK != 0 || t == nil || t.cfg != o.cfg {
 		o.rowMisuse(t, "Flat")
-		w.slots, w.n, w.failK, w.open = endOnly, 0, 0, false
+		w.stop()
+		w.failK = 0
 		return w
 	}
-	w.t, w.slots, w.n, w.failK, w.open = t, t.flat, 0, 0, true
-	b := binary.LittleEndian.AppendUint16(o.buf, uint16(t.Index))
-	w.start = len(b)
-	w.buf = append(b, 0, 0, 0, 0) // length, patched by End
+	b := o.buf
+	if need := 6 + t.flatFixed; cap(b)-len(b) < need {
+		b = slices.Grow(b, need)
+	}
+	w.t, w.n, w.failK, w.open = t, 0, 0, true
+	w.sp = unsafe.Pointer(unsafe.SliceData(t.flat))
+	w.buf, w.base, w.lim = b, unsafe.Pointer(unsafe.SliceData(b)), cap(b)-t.flatFixed
+	at := unsafe.Add(w.base, len(b))
+	put16(at, uint16(t.Index))
+	put32(unsafe.Add(at, 2), 0) // the length, patched by End
+	w.start, w.off = len(b)+2, len(b)+6
 	return w
+}
+
+// stop leaves w with no row: every write is a mismatch until the next
+// Flat.
+func (w *FlatRow) stop() {
+	w.open, w.buf, w.base, w.off, w.lim, w.n = false, nil, nil, 0, 0, 0
+	w.sp = unsafe.Pointer(unsafe.SliceData(endOnly))
 }
 
 // End finishes the row. It returns the record's error, if any: the first
@@ -114,12 +167,12 @@ func (o *Output) Flat(t *Table) *FlatRow {
 // record.
 func (w *FlatRow) End() error {
 	o := w.o
-	if w.failK != 0 || o.err != nil || !w.open || w.slots[w.n] != slotEnd || uint64(len(w.buf)-w.start-4) > math.MaxUint32 {
+	if w.failK != 0 || o.err != nil || !w.open || w.slot() != slotEnd || uint64(w.off-w.start-4) > math.MaxUint32 {
 		return w.endSlow()
 	}
-	binary.LittleEndian.PutUint32(w.buf[w.start:], uint32(len(w.buf)-w.start-4))
-	o.buf, w.buf = w.buf, nil
-	w.open, w.slots, w.n = false, endOnly, 0 // a write before the next Flat is a mismatch
+	put32(unsafe.Add(w.base, w.start), uint32(w.off-w.start-4))
+	o.buf = w.buf[:w.off]
+	w.stop()
 	o.nrows++
 	return nil
 }
@@ -127,7 +180,7 @@ func (w *FlatRow) End() error {
 func (w *FlatRow) endSlow() error {
 	o := w.o
 	if w.open {
-		o.buf, w.buf = w.buf, nil
+		o.buf = w.buf[:w.off]
 	}
 	switch {
 	case o.err != nil:
@@ -135,23 +188,59 @@ func (w *FlatRow) endSlow() error {
 		o.fail(errors.New("sluice: End called with no row started"))
 	case w.failK != 0:
 		o.fail(w.mismatch())
-	case w.slots[w.n] != slotEnd:
+	case w.slot() != slotEnd:
 		c := &w.t.Columns[w.t.flatCol[w.n]]
 		o.fail(fmt.Errorf("sluice: table %q: row ended after %d of %d columns: column %q (%s) not written",
 			w.t.Name, w.t.flatCol[w.n], len(w.t.Columns), c.Name, c.Type))
 	default:
-		o.fail(fmt.Errorf("sluice: table %q: row of %d bytes is too long", w.t.Name, len(o.buf)-w.start-4))
+		o.fail(fmt.Errorf("sluice: table %q: row of %d bytes is too long", w.t.Name, w.off-w.start-4))
 	}
-	w.open, w.slots, w.n, w.failK = false, endOnly, 0, 0
+	w.stop()
+	w.failK = 0
 	return o.err
+}
+
+// slot is what the next value must be. n never passes the slotEnd that
+// ends the slots: it moves on only past a slot a write matched.
+func (w *FlatRow) slot() uint8 { return *(*uint8)(unsafe.Add(w.sp, w.n)) }
+
+// at is where the next byte goes.
+func (w *FlatRow) at() unsafe.Pointer { return unsafe.Add(w.base, w.off) }
+
+// room makes room for k more bytes of a variable-length value, beyond the
+// reserve of the row's fixed-width values. The row's bytes so far move
+// with the buffer.
+func (w *FlatRow) room(k int) {
+	if w.off+k <= w.lim {
+		return
+	}
+	b := slices.Grow(w.buf[:w.off], k+w.t.flatFixed)
+	w.buf, w.base, w.lim = b, unsafe.Pointer(unsafe.SliceData(b)), cap(b)-w.t.flatFixed
+}
+
+// putBytes writes s as RowBinary's String, its uvarint length then its
+// bytes, at buf[off:], within buf's capacity: the room is there. It
+// returns the offset after it.
+func putBytes(buf []byte, off int, s []byte) int {
+	buf = buf[:cap(buf)]
+	n := uint(len(s))
+	for n >= 0x80 {
+		buf[off] = byte(n) | 0x80
+		n >>= 7
+		off++
+	}
+	buf[off] = byte(n)
+	off++
+	return off + copy(buf[off:], s)
 }
 
 // mismatch describes the first misplaced write.
 func (w *FlatRow) mismatch() error {
-	t, s, got := w.t, w.slots[w.failN], wroteName(w.failK)
+	t, got := w.t, wroteName(w.failK)
 	if !w.open {
 		return fmt.Errorf("sluice: %s value written with no row started (call Output.Flat first)", got)
 	}
+	s := t.flat[w.failN]
 	if s == slotEnd {
 		return fmt.Errorf("sluice: table %q: %s value written past the last column (the table has %d)", t.Name, got, len(t.Columns))
 	}
@@ -161,7 +250,7 @@ func (w *FlatRow) mismatch() error {
 		return fmt.Errorf("sluice: table %q, column %q: the SDK cannot write type %s: %v", t.Name, c.Name, c.Type, c.err)
 	case s == slotOther:
 		return fmt.Errorf("sluice: table %q, column %q: FlatRow cannot write type %s; write this table's rows with Output.Row", t.Name, c.Name, c.Type)
-	case s == slotNull && w.failK == w.slots[w.failN+1]:
+	case s == slotNull && w.failK == t.flat[w.failN+1]:
 		return fmt.Errorf("sluice: table %q, column %q (%s): FlatRow needs NotNull() before a Nullable column's value (or Null())", t.Name, c.Name, c.Type)
 	}
 	want := c.Type
@@ -190,12 +279,15 @@ func (w *FlatRow) Err() error { return w.o.err }
 
 // Each method below checks its slot with one compare and, on a mismatch,
 // only notes it (End reports it): a call on the mismatch path would keep
-// the method from inlining.
+// the method from inlining. A fixed-width value goes into the room Flat
+// reserved, with no check of its own; a string or an array makes room for
+// itself first.
 
 // Null writes NULL to a Nullable column.
 func (w *FlatRow) Null() *FlatRow {
-	if w.slots[w.n] == slotNull {
-		w.buf = append(w.buf, 1)
+	if w.slot() == slotNull {
+		put8(w.at(), 1)
+		w.off++
 		w.n += 2
 	} else if w.failK == 0 {
 		w.failK, w.failN = slotNull, w.n
@@ -205,8 +297,9 @@ func (w *FlatRow) Null() *FlatRow {
 
 // NotNull marks a Nullable column as not null; the next write is its value.
 func (w *FlatRow) NotNull() *FlatRow {
-	if w.slots[w.n] == slotNull {
-		w.buf = append(w.buf, 0)
+	if w.slot() == slotNull {
+		put8(w.at(), 0)
+		w.off++
 		w.n++
 	} else if w.failK == 0 {
 		w.failK, w.failN = wroteNotNull, w.n
@@ -216,32 +309,29 @@ func (w *FlatRow) NotNull() *FlatRow {
 
 // String writes a String (or LowCardinality(String)) value.
 func (w *FlatRow) String(s string) *FlatRow {
-	if w.slots[w.n] == uint8(chtype.String) {
-		w.buf = binary.AppendUvarint(w.buf, uint64(len(s)))
-		w.buf = append(w.buf, s...)
-		w.n++
-	} else if w.failK == 0 {
-		w.failK, w.failN = uint8(chtype.String), w.n
-	}
-	return w
+	return w.Bytes(unsafe.Slice(unsafe.StringData(s), len(s)))
 }
 
-// Bytes writes a String value from a byte slice.
+// Bytes writes a String value from a byte slice. Unlike the other writes
+// it is a call: making room for the string takes more than the inliner
+// allows.
 func (w *FlatRow) Bytes(b []byte) *FlatRow {
-	if w.slots[w.n] == uint8(chtype.String) {
-		w.buf = binary.AppendUvarint(w.buf, uint64(len(b)))
-		w.buf = append(w.buf, b...)
-		w.n++
-	} else if w.failK == 0 {
-		w.failK, w.failN = uint8(chtype.String), w.n
+	if w.slot() != uint8(chtype.String) {
+		return w.wrote(uint8(chtype.String))
 	}
+	if len(b) > w.lim-w.off-maxVarint {
+		w.room(len(b) + maxVarint)
+	}
+	w.off = putBytes(w.buf, w.off, b)
+	w.n++
 	return w
 }
 
 // UInt8 writes a UInt8.
 func (w *FlatRow) UInt8(v uint8) *FlatRow {
-	if w.slots[w.n] == uint8(chtype.UInt8) {
-		w.buf = append(w.buf, v)
+	if w.slot() == uint8(chtype.UInt8) {
+		put8(w.at(), v)
+		w.off += 1
 		w.n++
 	} else if w.failK == 0 {
 		w.failK, w.failN = uint8(chtype.UInt8), w.n
@@ -251,8 +341,9 @@ func (w *FlatRow) UInt8(v uint8) *FlatRow {
 
 // UInt16 writes a UInt16.
 func (w *FlatRow) UInt16(v uint16) *FlatRow {
-	if w.slots[w.n] == uint8(chtype.UInt16) {
-		w.buf = binary.LittleEndian.AppendUint16(w.buf, v)
+	if w.slot() == uint8(chtype.UInt16) {
+		put16(w.at(), v)
+		w.off += 2
 		w.n++
 	} else if w.failK == 0 {
 		w.failK, w.failN = uint8(chtype.UInt16), w.n
@@ -262,8 +353,9 @@ func (w *FlatRow) UInt16(v uint16) *FlatRow {
 
 // UInt32 writes a UInt32.
 func (w *FlatRow) UInt32(v uint32) *FlatRow {
-	if w.slots[w.n] == uint8(chtype.UInt32) {
-		w.buf = binary.LittleEndian.AppendUint32(w.buf, v)
+	if w.slot() == uint8(chtype.UInt32) {
+		put32(w.at(), v)
+		w.off += 4
 		w.n++
 	} else if w.failK == 0 {
 		w.failK, w.failN = uint8(chtype.UInt32), w.n
@@ -273,8 +365,9 @@ func (w *FlatRow) UInt32(v uint32) *FlatRow {
 
 // UInt64 writes a UInt64.
 func (w *FlatRow) UInt64(v uint64) *FlatRow {
-	if w.slots[w.n] == uint8(chtype.UInt64) {
-		w.buf = binary.LittleEndian.AppendUint64(w.buf, v)
+	if w.slot() == uint8(chtype.UInt64) {
+		put64(w.at(), v)
+		w.off += 8
 		w.n++
 	} else if w.failK == 0 {
 		w.failK, w.failN = uint8(chtype.UInt64), w.n
@@ -284,8 +377,9 @@ func (w *FlatRow) UInt64(v uint64) *FlatRow {
 
 // Int8 writes an Int8.
 func (w *FlatRow) Int8(v int8) *FlatRow {
-	if w.slots[w.n] == uint8(chtype.Int8) {
-		w.buf = append(w.buf, byte(v))
+	if w.slot() == uint8(chtype.Int8) {
+		put8(w.at(), uint8(v))
+		w.off += 1
 		w.n++
 	} else if w.failK == 0 {
 		w.failK, w.failN = uint8(chtype.Int8), w.n
@@ -295,8 +389,9 @@ func (w *FlatRow) Int8(v int8) *FlatRow {
 
 // Int16 writes an Int16.
 func (w *FlatRow) Int16(v int16) *FlatRow {
-	if w.slots[w.n] == uint8(chtype.Int16) {
-		w.buf = binary.LittleEndian.AppendUint16(w.buf, uint16(v))
+	if w.slot() == uint8(chtype.Int16) {
+		put16(w.at(), uint16(v))
+		w.off += 2
 		w.n++
 	} else if w.failK == 0 {
 		w.failK, w.failN = uint8(chtype.Int16), w.n
@@ -306,8 +401,9 @@ func (w *FlatRow) Int16(v int16) *FlatRow {
 
 // Int32 writes an Int32.
 func (w *FlatRow) Int32(v int32) *FlatRow {
-	if w.slots[w.n] == uint8(chtype.Int32) {
-		w.buf = binary.LittleEndian.AppendUint32(w.buf, uint32(v))
+	if w.slot() == uint8(chtype.Int32) {
+		put32(w.at(), uint32(v))
+		w.off += 4
 		w.n++
 	} else if w.failK == 0 {
 		w.failK, w.failN = uint8(chtype.Int32), w.n
@@ -317,8 +413,9 @@ func (w *FlatRow) Int32(v int32) *FlatRow {
 
 // Int64 writes an Int64.
 func (w *FlatRow) Int64(v int64) *FlatRow {
-	if w.slots[w.n] == uint8(chtype.Int64) {
-		w.buf = binary.LittleEndian.AppendUint64(w.buf, uint64(v))
+	if w.slot() == uint8(chtype.Int64) {
+		put64(w.at(), uint64(v))
+		w.off += 8
 		w.n++
 	} else if w.failK == 0 {
 		w.failK, w.failN = uint8(chtype.Int64), w.n
@@ -328,8 +425,9 @@ func (w *FlatRow) Int64(v int64) *FlatRow {
 
 // Float32 writes a Float32.
 func (w *FlatRow) Float32(v float32) *FlatRow {
-	if w.slots[w.n] == uint8(chtype.Float32) {
-		w.buf = binary.LittleEndian.AppendUint32(w.buf, math.Float32bits(v))
+	if w.slot() == uint8(chtype.Float32) {
+		put32(w.at(), math.Float32bits(v))
+		w.off += 4
 		w.n++
 	} else if w.failK == 0 {
 		w.failK, w.failN = uint8(chtype.Float32), w.n
@@ -339,8 +437,9 @@ func (w *FlatRow) Float32(v float32) *FlatRow {
 
 // Float64 writes a Float64.
 func (w *FlatRow) Float64(v float64) *FlatRow {
-	if w.slots[w.n] == uint8(chtype.Float64) {
-		w.buf = binary.LittleEndian.AppendUint64(w.buf, math.Float64bits(v))
+	if w.slot() == uint8(chtype.Float64) {
+		put64(w.at(), math.Float64bits(v))
+		w.off += 8
 		w.n++
 	} else if w.failK == 0 {
 		w.failK, w.failN = uint8(chtype.Float64), w.n
@@ -350,12 +449,9 @@ func (w *FlatRow) Float64(v float64) *FlatRow {
 
 // Bool writes a Bool.
 func (w *FlatRow) Bool(v bool) *FlatRow {
-	if w.slots[w.n] == uint8(chtype.Bool) {
-		b := byte(0)
-		if v {
-			b = 1
-		}
-		w.buf = append(w.buf, b)
+	if w.slot() == uint8(chtype.Bool) {
+		put8(w.at(), boolByte(v))
+		w.off += 1
 		w.n++
 	} else if w.failK == 0 {
 		w.failK, w.failN = uint8(chtype.Bool), w.n
@@ -365,8 +461,9 @@ func (w *FlatRow) Bool(v bool) *FlatRow {
 
 // Date writes a Date: days since 1970-01-01.
 func (w *FlatRow) Date(days uint16) *FlatRow {
-	if w.slots[w.n] == uint8(chtype.Date) {
-		w.buf = binary.LittleEndian.AppendUint16(w.buf, days)
+	if w.slot() == uint8(chtype.Date) {
+		put16(w.at(), days)
+		w.off += 2
 		w.n++
 	} else if w.failK == 0 {
 		w.failK, w.failN = uint8(chtype.Date), w.n
@@ -376,8 +473,9 @@ func (w *FlatRow) Date(days uint16) *FlatRow {
 
 // Date32 writes a Date32: days since 1970-01-01, negative before it.
 func (w *FlatRow) Date32(days int32) *FlatRow {
-	if w.slots[w.n] == uint8(chtype.Date32) {
-		w.buf = binary.LittleEndian.AppendUint32(w.buf, uint32(days))
+	if w.slot() == uint8(chtype.Date32) {
+		put32(w.at(), uint32(days))
+		w.off += 4
 		w.n++
 	} else if w.failK == 0 {
 		w.failK, w.failN = uint8(chtype.Date32), w.n
@@ -387,8 +485,9 @@ func (w *FlatRow) Date32(days int32) *FlatRow {
 
 // DateTime writes a DateTime: seconds since the Unix epoch.
 func (w *FlatRow) DateTime(sec uint32) *FlatRow {
-	if w.slots[w.n] == uint8(chtype.DateTime) {
-		w.buf = binary.LittleEndian.AppendUint32(w.buf, sec)
+	if w.slot() == uint8(chtype.DateTime) {
+		put32(w.at(), sec)
+		w.off += 4
 		w.n++
 	} else if w.failK == 0 {
 		w.failK, w.failN = uint8(chtype.DateTime), w.n
@@ -399,8 +498,9 @@ func (w *FlatRow) DateTime(sec uint32) *FlatRow {
 // DateTime64 writes a DateTime64(P) from its ticks: units of 10^-P seconds
 // since the Unix epoch (milliseconds for DateTime64(3)).
 func (w *FlatRow) DateTime64(ticks int64) *FlatRow {
-	if w.slots[w.n] == uint8(chtype.DateTime64) {
-		w.buf = binary.LittleEndian.AppendUint64(w.buf, uint64(ticks))
+	if w.slot() == uint8(chtype.DateTime64) {
+		put64(w.at(), uint64(ticks))
+		w.off += 8
 		w.n++
 	} else if w.failK == 0 {
 		w.failK, w.failN = uint8(chtype.DateTime64), w.n
@@ -410,9 +510,11 @@ func (w *FlatRow) DateTime64(ticks int64) *FlatRow {
 
 // UUID writes a UUID given in its usual byte order, as Row.UUID does.
 func (w *FlatRow) UUID(u [16]byte) *FlatRow {
-	if w.slots[w.n] == uint8(chtype.UUID) {
-		w.buf = binary.LittleEndian.AppendUint64(w.buf, binary.BigEndian.Uint64(u[:8]))
-		w.buf = binary.LittleEndian.AppendUint64(w.buf, binary.BigEndian.Uint64(u[8:]))
+	if w.slot() == uint8(chtype.UUID) {
+		at := w.at()
+		put64(at, binary.BigEndian.Uint64(u[:8]))
+		put64(unsafe.Add(at, 8), binary.BigEndian.Uint64(u[8:]))
+		w.off += 16
 		w.n++
 	} else if w.failK == 0 {
 		w.failK, w.failN = uint8(chtype.UUID), w.n
@@ -422,8 +524,9 @@ func (w *FlatRow) UUID(u [16]byte) *FlatRow {
 
 // IPv4 writes an IPv4 address given in network order (netip.Addr.As4).
 func (w *FlatRow) IPv4(a [4]byte) *FlatRow {
-	if w.slots[w.n] == uint8(chtype.IPv4) {
-		w.buf = binary.LittleEndian.AppendUint32(w.buf, binary.BigEndian.Uint32(a[:]))
+	if w.slot() == uint8(chtype.IPv4) {
+		put32(w.at(), binary.BigEndian.Uint32(a[:]))
+		w.off += 4
 		w.n++
 	} else if w.failK == 0 {
 		w.failK, w.failN = uint8(chtype.IPv4), w.n
@@ -433,8 +536,9 @@ func (w *FlatRow) IPv4(a [4]byte) *FlatRow {
 
 // IPv6 writes an IPv6 address given in network order (netip.Addr.As16).
 func (w *FlatRow) IPv6(a [16]byte) *FlatRow {
-	if w.slots[w.n] == uint8(chtype.IPv6) {
-		w.buf = append(w.buf, a[:]...)
+	if w.slot() == uint8(chtype.IPv6) {
+		*(*[16]byte)(w.at()) = a
+		w.off += 16
 		w.n++
 	} else if w.failK == 0 {
 		w.failK, w.failN = uint8(chtype.IPv6), w.n
@@ -444,15 +548,18 @@ func (w *FlatRow) IPv6(a [16]byte) *FlatRow {
 
 // ArrayString writes an Array(String) (or Array(LowCardinality(String))).
 func (w *FlatRow) ArrayString(v []string) *FlatRow {
-	if w.slots[w.n] != slotArrayString {
+	if w.slot() != slotArrayString {
 		return w.wrote(slotArrayString)
 	}
-	b := binary.AppendUvarint(w.buf, uint64(len(v)))
+	k := maxVarint * (1 + len(v))
 	for _, s := range v {
-		b = binary.AppendUvarint(b, uint64(len(s)))
-		b = append(b, s...)
+		k += len(s)
 	}
-	w.buf = b
+	w.room(k)
+	w.off = putUvarint(w.base, w.off, uint64(len(v)))
+	for _, s := range v {
+		w.off = putBytes(w.buf, w.off, unsafe.Slice(unsafe.StringData(s), len(s)))
+	}
 	w.n++
 	return w
 }
@@ -460,45 +567,72 @@ func (w *FlatRow) ArrayString(v []string) *FlatRow {
 // ArrayBytes writes an Array(String) (or Array(LowCardinality(String)))
 // from byte slices.
 func (w *FlatRow) ArrayBytes(v [][]byte) *FlatRow {
-	if w.slots[w.n] != slotArrayString {
+	if w.slot() != slotArrayString {
 		return w.wrote(slotArrayString)
 	}
-	b := binary.AppendUvarint(w.buf, uint64(len(v)))
+	k := maxVarint * (1 + len(v))
 	for _, s := range v {
-		b = binary.AppendUvarint(b, uint64(len(s)))
-		b = append(b, s...)
+		k += len(s)
 	}
-	w.buf = b
+	w.room(k)
+	off := putUvarint(w.base, w.off, uint64(len(v)))
+	for _, s := range v {
+		off = putBytes(w.buf, off, s)
+	}
+	w.off = off
 	w.n++
 	return w
 }
 
 // ArrayInt64 writes an Array(Int64).
 func (w *FlatRow) ArrayInt64(v []int64) *FlatRow {
-	if w.slots[w.n] != slotArrayInt64 {
+	if w.slot() != slotArrayInt64 {
 		return w.wrote(slotArrayInt64)
 	}
-	b := binary.AppendUvarint(w.buf, uint64(len(v)))
+	w.room(maxVarint + 8*len(v))
+	base, off := w.base, putUvarint(w.base, w.off, uint64(len(v)))
 	for _, x := range v {
-		b = binary.LittleEndian.AppendUint64(b, uint64(x))
+		put64(unsafe.Add(base, off), uint64(x))
+		off += 8
 	}
-	w.buf = b
+	w.off = off
 	w.n++
 	return w
 }
 
 // ArrayUInt64 writes an Array(UInt64).
 func (w *FlatRow) ArrayUInt64(v []uint64) *FlatRow {
-	if w.slots[w.n] != slotArrayUInt64 {
+	if w.slot() != slotArrayUInt64 {
 		return w.wrote(slotArrayUInt64)
 	}
-	b := binary.AppendUvarint(w.buf, uint64(len(v)))
+	w.room(maxVarint + 8*len(v))
+	base, off := w.base, putUvarint(w.base, w.off, uint64(len(v)))
 	for _, x := range v {
-		b = binary.LittleEndian.AppendUint64(b, x)
+		put64(unsafe.Add(base, off), x)
+		off += 8
 	}
-	w.buf = b
+	w.off = off
 	w.n++
 	return w
+}
+
+// putUvarint writes v as a uvarint at off; the room is there. It returns
+// the offset after it.
+func putUvarint(base unsafe.Pointer, off int, v uint64) int {
+	for v >= 0x80 {
+		*(*byte)(unsafe.Add(base, off)) = byte(v) | 0x80
+		v >>= 7
+		off++
+	}
+	*(*byte)(unsafe.Add(base, off)) = byte(v)
+	return off + 1
+}
+
+func boolByte(v bool) uint8 {
+	if v {
+		return 1
+	}
+	return 0
 }
 
 // wrote notes a mismatched write of k, for the methods that do not inline

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluicehq/sluice/guest-sdk/go/internal/chtype"
 	"github.com/sluicehq/sluice/guest-sdk/go/sluicetest"
 )
 
@@ -443,7 +444,9 @@ func TestFlatRowAllocs(t *testing.T) {
 // FlatRow's speed is that its writes inline into the module's code; a
 // change that pushes one over the compiler's budget (a call on its
 // mismatch path, say) would keep every row correct and only slow it
-// down, so this asks the compiler, for the wasm target, directly.
+// down, so this asks the compiler, for the wasm target, directly. Bytes
+// is a call (making room for a string does not fit the budget); String
+// inlines into that call.
 func TestFlatRowWritesInline(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the package with the Go toolchain")
@@ -454,10 +457,172 @@ func TestFlatRowWritesInline(t *testing.T) {
 	if err != nil {
 		t.Fatalf("go build -gcflags=-m: %v\n%s", err, out)
 	}
-	for _, m := range []string{"Null", "NotNull", "String", "Bytes", "UInt8", "UInt16", "UInt32", "UInt64",
+	for _, m := range []string{"Null", "NotNull", "String", "UInt8", "UInt16", "UInt32", "UInt64",
 		"Int8", "Int16", "Int32", "Int64", "Float32", "Float64", "Bool", "Date", "Date32", "DateTime", "DateTime64", "IPv6"} {
 		if want := "can inline (*FlatRow)." + m + "\n"; !bytes.Contains(out, []byte(want)) {
 			t.Errorf("the compiler does not inline (*FlatRow).%s for wasm", m)
 		}
 	}
+}
+
+// fixedLeft is the bytes the rest of w's row can take in fixed-width
+// values and NULL markers, from its next slot on.
+func fixedLeft(w *FlatRow) int {
+	n := 0
+	for _, s := range w.t.flat[w.n:] {
+		switch {
+		case s == slotNull:
+			n++
+		case s != slotEnd && s != slotOther && s&slotArray == 0:
+			n += flatWidth(chtype.Kind(s))
+		}
+	}
+	return n
+}
+
+// FlatRow stores its fixed-width values with no check of their own, into
+// room reserved when the row starts and kept by every string and array.
+// Rows of every column type, strings of every length around the one-byte
+// length's limit and past the buffer's size, several rows per record so
+// that the buffer grows in the middle of rows, and writes out of place:
+// after every write the room left covers what the rest of the row can
+// take, and each record's rows are what Row writes.
+func TestFlatRowKeepsItsRoom(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	lengths := []int{0, 1, 126, 127, 128, 129, 300, 5000, 70000}
+	str := func() string { return strings.Repeat("s", lengths[rng.IntN(len(lengths))]) }
+	type write struct {
+		flat func(*FlatRow)
+		row  func(*Row)
+	}
+	// writeFor returns a write of column type typ, or, one time in eight,
+	// any write.
+	writeFor := func(typ string) write {
+		if rng.IntN(8) == 0 {
+			op := flatOps[rng.IntN(len(flatOps))]
+			return write{op.flat, op.row}
+		}
+		switch strings.TrimSuffix(strings.TrimPrefix(typ, "LowCardinality("), ")") {
+		case "String":
+			s := str()
+			if rng.IntN(2) == 0 {
+				return write{func(w *FlatRow) { w.String(s) }, func(r *Row) { r.String(s) }}
+			}
+			return write{func(w *FlatRow) { w.Bytes([]byte(s)) }, func(r *Row) { r.Bytes([]byte(s)) }}
+		case "Array(String", "Array(LowCardinality(String)":
+			v := make([]string, rng.IntN(4))
+			for i := range v {
+				v[i] = str()
+			}
+			if rng.IntN(2) == 0 {
+				return write{func(w *FlatRow) { w.ArrayString(v) }, func(r *Row) { r.ArrayString(v) }}
+			}
+			b := make([][]byte, len(v))
+			for i := range v {
+				b[i] = []byte(v[i])
+			}
+			return write{func(w *FlatRow) { w.ArrayBytes(b) }, func(r *Row) { r.ArrayString(v) }}
+		case "Array(Int64)":
+			v := make([]int64, rng.IntN(3000))
+			return write{func(w *FlatRow) { w.ArrayInt64(v) }, func(r *Row) { r.ArrayInt64(v) }}
+		}
+		for _, op := range flatOps {
+			if writes(op.name, typ) {
+				return write{op.flat, op.row}
+			}
+		}
+		op := flatOps[rng.IntN(len(flatOps))]
+		return write{op.flat, op.row}
+	}
+	types := []string{"UInt8", "UInt16", "UInt32", "UInt64", "Int64", "Float64", "Bool", "Date", "DateTime64(3)",
+		"UUID", "IPv4", "IPv6", "String", "LowCardinality(String)", "Nullable(UInt64)", "Nullable(UUID)",
+		"LowCardinality(Nullable(String))", "Array(String)", "Array(LowCardinality(String))", "Array(Int64)"}
+	checked, grown := 0, 0
+	for iter := range 300 {
+		cols := make([]sluicetest.Column, 1+rng.IntN(12))
+		for i := range cols {
+			cols[i] = sluicetest.Column{Name: fmt.Sprintf("c%d", i), Type: types[rng.IntN(len(types))]}
+		}
+		nrows := 1 + rng.IntN(20)
+		rows := make([][]write, nrows)
+		for r := range rows {
+			for _, c := range cols {
+				if strings.Contains(c.Type, "Nullable(") {
+					if rng.IntN(3) == 0 {
+						rows[r] = append(rows[r], write{func(w *FlatRow) { w.Null() }, func(r *Row) { r.Null() }})
+						continue
+					}
+					rows[r] = append(rows[r], write{func(w *FlatRow) { w.NotNull() }, func(r *Row) { r.NotNull() }})
+				}
+				rows[r] = append(rows[r], writeFor(c.Type))
+			}
+		}
+		transform := func(flat bool) func(*Table, *Output) error {
+			return func(tb *Table, out *Output) error {
+				for _, ws := range rows {
+					if !flat {
+						r := out.Row(tb)
+						for _, x := range ws {
+							x.row(r)
+						}
+						if err := r.End(); err != nil {
+							return err
+						}
+						continue
+					}
+					w := out.Flat(tb)
+					for _, x := range ws {
+						c := cap(w.buf)
+						x.flat(w)
+						if cap(w.buf) != c {
+							grown++
+						}
+						if w.open && w.off+fixedLeft(w) > cap(w.buf) {
+							t.Fatalf("iteration %d, %v: %d bytes written, %d more fixed to come, in a buffer of %d",
+								iter, cols, w.off, fixedLeft(w), cap(w.buf))
+						}
+						checked++
+					}
+					if err := w.End(); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+		}
+		want, rowErr := runRows(t, cols, transform(false))
+		got, flatErr := runRows(t, cols, transform(true))
+		if (rowErr == "") != (flatErr == "") || !bytes.Equal(got, want) {
+			t.Fatalf("iteration %d, %v: FlatRow wrote %d bytes (%q), Row %d (%q)", iter, cols, len(got), flatErr, len(want), rowErr)
+		}
+	}
+	if grown < 50 {
+		t.Errorf("the buffer grew %d times in the middle of a row of %d writes: the test does not exercise it", grown, checked)
+	}
+}
+
+// runRows is runRow for a record of any number of rows: their data, one
+// after the other.
+func runRows(t *testing.T, cols []sluicetest.Column, transform func(*Table, *Output) error) ([]byte, string) {
+	t.Helper()
+	var tb *Table
+	in := NewInstance(funcs{
+		init: func(cfg *Config) (err error) {
+			tb, err = cfg.Table("t")
+			return err
+		},
+		transform: func(_ *Record, out *Output) error { return transform(tb, out) },
+	})
+	if msg := in.Init(sluicetest.InitPayload(nil, []sluicetest.Table{{Name: "t", Columns: cols}})); msg != "" {
+		t.Fatalf("init refused: %s", msg)
+	}
+	res := run(t, in, sluicetest.Record{Value: []byte("v")})
+	if res[0].Failed {
+		return nil, res[0].Err
+	}
+	var data []byte
+	for _, r := range res[0].Rows {
+		data = append(data, r.Data...)
+	}
+	return data, ""
 }

@@ -68,7 +68,8 @@ type Instance struct {
 func NewInstance(h Handler) *Instance {
 	in := &Instance{h: h}
 	in.out.row.o = &in.out
-	in.out.flat.o, in.out.flat.slots = &in.out, endOnly
+	in.out.flat.o = &in.out
+	in.out.flat.stop()
 	return in
 }
 
@@ -224,7 +225,8 @@ func (in *Instance) runRecord() {
 	o.nrows, o.err = 0, nil
 	o.row.open, o.row.cur, o.row.t = false, nil, nil
 	f := &o.flat
-	f.open, f.t, f.slots, f.n, f.failK = false, nil, endOnly, 0, 0
+	f.stop()
+	f.t, f.failK = nil, 0
 	err := in.h.Transform(&in.rec, o) // a panic is recovered by runRecords
 	if err == nil {
 		err = o.err
@@ -238,7 +240,7 @@ func (in *Instance) runRecord() {
 	case f.open:
 		err = fmt.Errorf("sluice: table %q: Transform returned without calling End on its row", f.t.Name)
 	}
-	f.buf = nil
+	f.stop()
 	if err != nil {
 		o.buf = o.buf[:o.started]
 		in.writeError(err)
