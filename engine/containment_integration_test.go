@@ -53,16 +53,23 @@ func logLines(seed uint64, n int) [][]byte {
 	return out
 }
 
-// committedEnd reports whether group has committed the end of every
-// partition of topic.
-func committedEnd(t *testing.T, e *tenantEnv, group, topic string) bool {
+// kafkaAdmin returns an admin client of e's broker and a function that
+// closes it.
+func kafkaAdmin(t *testing.T, e *tenantEnv) (*kadm.Client, func()) {
 	t.Helper()
 	cl, err := e.kafka.NewClient()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
+	return kadm.NewClient(cl), cl.Close
+}
+
+// topicOffsets returns the end offsets of topic's partitions and group's
+// committed offsets.
+func topicOffsets(t *testing.T, e *tenantEnv, group, topic string) (kadm.ListedOffsets, kadm.OffsetResponses) {
+	t.Helper()
+	adm, done := kafkaAdmin(t, e)
+	defer done()
 	ctx := context.Background()
 	ends, err := adm.ListEndOffsets(ctx, topic)
 	if err != nil {
@@ -72,6 +79,14 @@ func committedEnd(t *testing.T, e *tenantEnv, group, topic string) bool {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return ends, committed
+}
+
+// committedEnd reports whether group has committed every partition of
+// topic to its end.
+func committedEnd(t *testing.T, e *tenantEnv, group, topic string) bool {
+	t.Helper()
+	ends, committed := topicOffsets(t, e, group, topic)
 	all := true
 	ends.Each(func(o kadm.ListedOffset) {
 		c, ok := committed.Lookup(topic, o.Partition)
@@ -86,21 +101,7 @@ func committedEnd(t *testing.T, e *tenantEnv, group, topic string) bool {
 // and their end offsets; a partition with no commit counts as 0.
 func committedOffsets(t *testing.T, e *tenantEnv, group, topic string) (committed, end int64) {
 	t.Helper()
-	cl, err := e.kafka.NewClient()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	ctx := context.Background()
-	ends, err := adm.ListEndOffsets(ctx, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	offs, err := adm.FetchOffsets(ctx, group)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ends, offs := topicOffsets(t, e, group, topic)
 	ends.Each(func(o kadm.ListedOffset) {
 		end += o.Offset
 		if c, ok := offs.Lookup(topic, o.Partition); ok {

@@ -892,12 +892,8 @@ func abuseAdmin(t *testing.T, addr string, adv func(string) string, stalled int)
 // whether they joined.
 func waitMembers(t *testing.T, e *tenantEnv, group string, n int, m *isoRun) bool {
 	t.Helper()
-	cl, err := e.kafka.NewClient()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
+	adm, done := kafkaAdmin(t, e)
+	defer done()
 	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
 		if gone, _ := m.exited(); gone {
 			return false

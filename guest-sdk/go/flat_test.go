@@ -605,23 +605,12 @@ func TestFlatRowKeepsItsRoom(t *testing.T) {
 // after the other.
 func runRows(t *testing.T, cols []sluicetest.Column, transform func(*Table, *Output) error) ([]byte, string) {
 	t.Helper()
-	var tb *Table
-	in := NewInstance(funcs{
-		init: func(cfg *Config) (err error) {
-			tb, err = cfg.Table("t")
-			return err
-		},
-		transform: func(_ *Record, out *Output) error { return transform(tb, out) },
-	})
-	if msg := in.Init(sluicetest.InitPayload(nil, []sluicetest.Table{{Name: "t", Columns: cols}})); msg != "" {
-		t.Fatalf("init refused: %s", msg)
-	}
-	res := run(t, in, sluicetest.Record{Value: []byte("v")})
-	if res[0].Failed {
-		return nil, res[0].Err
+	res := runTable(t, cols, transform)
+	if res.Failed {
+		return nil, res.Err
 	}
 	var data []byte
-	for _, r := range res[0].Rows {
+	for _, r := range res.Rows {
 		data = append(data, r.Data...)
 	}
 	return data, ""

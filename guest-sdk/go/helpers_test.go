@@ -34,6 +34,20 @@ func oneColumn(t *testing.T, typ string, write func(*Row)) ([]byte, string) {
 
 func runRow(t *testing.T, cols []sluicetest.Column, transform func(*Table, *Output) error) ([]byte, string) {
 	t.Helper()
+	res := runTable(t, cols, transform)
+	if res.Failed {
+		return nil, res.Err
+	}
+	if len(res.Rows) != 1 {
+		t.Fatalf("%d rows, want 1", len(res.Rows))
+	}
+	return res.Rows[0].Data, ""
+}
+
+// runTable runs transform on a one-record batch against a table "t" of
+// cols and returns the record's result.
+func runTable(t *testing.T, cols []sluicetest.Column, transform func(*Table, *Output) error) sluicetest.Result {
+	t.Helper()
 	var tb *Table
 	in := NewInstance(funcs{
 		init: func(cfg *Config) (err error) {
@@ -45,14 +59,7 @@ func runRow(t *testing.T, cols []sluicetest.Column, transform func(*Table, *Outp
 	if msg := in.Init(sluicetest.InitPayload(nil, []sluicetest.Table{{Name: "t", Columns: cols}})); msg != "" {
 		t.Fatalf("init refused: %s", msg)
 	}
-	res := run(t, in, sluicetest.Record{Value: []byte("v")})
-	if res[0].Failed {
-		return nil, res[0].Err
-	}
-	if len(res[0].Rows) != 1 {
-		t.Fatalf("%d rows, want 1", len(res[0].Rows))
-	}
-	return res[0].Rows[0].Data, ""
+	return run(t, in, sluicetest.Record{Value: []byte("v")})[0]
 }
 
 // run transforms a batch of recs and decodes the output.
