@@ -85,8 +85,10 @@
 // Date, Date32, DateTime, DateTime64, UUID, IPv4, IPv6, each also inside
 // LowCardinality or Nullable, and Array of String, Int64 or UInt64) with
 // the same checks and the same bytes as Row, at a fraction of Row's cost
-// in wasm: its write methods inline into the caller, where Row's are
-// calls, and every call is dear in Go compiled to wasm. Use it for a hot
+// in wasm: its fixed-width writes inline into the caller as a compare
+// and a store into room reserved when the row starts, where Row's are
+// calls, and every call is dear in Go compiled to wasm (a string or an
+// array is one call). Use it for a hot
 // module's rows; tables with other column types need Row. Two things
 // differ: a Nullable column takes Null(), or NotNull() and then the value
 // (the value alone is a mismatch), and a mismatch is reported by End, not
