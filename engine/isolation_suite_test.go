@@ -45,16 +45,16 @@ type isoProfile struct {
 
 func isoProfileFromEnv() isoProfile {
 	if os.Getenv("SLUICE_ISOLATION") == "full" {
-		return isoProfile{name: "full", bRecords: 1_000_000, hostile: 400, looping: 100, bigBytes: 4 << 20, bigCount: 1000, poison: 10, stalled: 100}
+		return isoProfile{name: "full", bRecords: 1_000_000, hostile: 400, looping: 60, bigBytes: 4 << 20, bigCount: 1000, poison: 10, stalled: 100}
 	}
 	// B's drain must outlast A's start and average over many inserts
 	// (docs/tenancy.md): at 300,000 records its solo rate varied by 20%.
 	return isoProfile{name: "reduced", bRecords: 600_000, hostile: 30, looping: 30, bigBytes: 1 << 20, bigCount: 24, poison: 10, stalled: 20}
 }
 
-// isoCommitStall is how long a topic of A's may go without a commit
-// before the suite calls it stuck: the crash-loop policy's window (a
-// minute) and its cool-down, with room to spare.
+// isoCommitStall is how long a topic of A's may go without a commit or a
+// dead letter before the suite calls it stuck: the crash-loop policy's
+// window (a minute) and its cool-down, with room to spare.
 const isoCommitStall = 2 * time.Minute
 
 // The configured limits the RSS bound is computed from.
@@ -683,15 +683,21 @@ tenants:
 		// The classes that trap on every record go as fast as the
 		// crash-loop policy lets them (a cool-down after each few traps),
 		// which takes minutes for hundreds of records: wait on progress.
+		// A partition commits a polled batch once all its records are
+		// done, and a topic of small records is polled in one batch, so
+		// the dead letters are the progress to watch until the commit.
 		for _, p := range a {
 			committed, end := committedOffsets(t, e, "iso-"+run, p.topic())
+			dead, _, _ := w.get(p.topic())
 			for moved := time.Now(); committed < end; time.Sleep(200 * time.Millisecond) {
 				c, n := committedOffsets(t, e, "iso-"+run, p.topic())
-				if c != committed || n != end {
-					committed, end, moved = c, n, time.Now()
+				d, _, _ := w.get(p.topic())
+				if c != committed || n != end || d != dead {
+					committed, end, dead, moved = c, n, d, time.Now()
 				}
 				if time.Since(moved) > isoCommitStall {
-					errorf("%s: tenant A's topic %s not committed to its end: %d of %d, none for %v", p.class, p.topic(), committed, end, isoCommitStall)
+					errorf("%s: tenant A's topic %s not committed to its end: %d of %d, %d dead-lettered, nothing for %v",
+						p.class, p.topic(), committed, end, dead, isoCommitStall)
 					break
 				}
 			}
