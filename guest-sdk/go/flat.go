@@ -319,9 +319,7 @@ func (w *FlatRow) Bytes(b []byte) *FlatRow {
 	if w.slot() != uint8(chtype.String) {
 		return w.wrote(uint8(chtype.String))
 	}
-	if len(b) > w.lim-w.off-maxVarint {
-		w.room(len(b) + maxVarint)
-	}
+	w.room(len(b) + maxVarint)
 	w.off = putBytes(w.buf, w.off, b)
 	w.n++
 	return w
