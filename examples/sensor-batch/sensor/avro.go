@@ -4,6 +4,9 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"math/bits"
+	"runtime"
+	"unsafe"
 )
 
 // SchemaID is the Confluent schema id of SensorBatch (there is no schema
@@ -62,9 +65,101 @@ func (d *AvroDecoder) Reset(msg []byte, h *Header) error {
 // Next decodes the next event into e and reports whether there was one.
 // After it returns false, Err says whether the datum ended cleanly.
 //
-// Next keeps the offset in a local and decodes varints with varint, which
-// the compiler inlines: on wasm a call costs much more than natively.
+// Most events are decoded by Next's fast path: while at least 8 bytes of
+// the message are left past every varint it reads, each varint of up to 8
+// bytes is one load and some arithmetic (varint8), with no loop and no
+// branch. On wasm a branch costs dearly in Go's code: every jump goes
+// through the function's dispatch loop, where the host's deadline counts,
+// and a varint's byte loop takes one or more per byte. Anything the fast
+// path does not take as it is (the end of the message, a block boundary,
+// a varint of more than 8 bytes, a negative block count, a bad value) is
+// decoded again from the event's start by nextSlow, byte by byte, which
+// also reports what is wrong. Both decode an event the same way
+// (TestAvroFastPathMatchesSlow).
+//
+// The fast path is taken on wasm only (wordVarints).
 func (d *AvroDecoder) Next(e *Event) bool {
+	p, i := d.p, d.off
+	base := unsafe.Pointer(unsafe.SliceData(p))
+	lim := len(p) - 8                                                       // a varint8 at i <= lim reads within p
+	if !wordVarints || d.left == 0 || d.err != nil || d.done || i > lim-9 { // a varint8 ends by i+9
+		return d.nextSlow(e)
+	}
+	seq, j := varint8(base, i)
+	n, k := varint8(base, j)
+	if j-i > 8 || k-j > 8 || seq != int64(int32(seq)) || n < 0 || n > int64(lim-k) {
+		return d.nextSlow(e)
+	}
+	e.Seq, e.Name, i = int32(seq), p[k:k+int(n):k+int(n)], k+int(n)
+	n, k = varint8(base, i)
+	if k-i > 8 || n < 0 || n > int64(lim-k) {
+		return d.nextSlow(e)
+	}
+	e.Unit, i = p[k:k+int(n):k+int(n)], k+int(n)
+	v, j := varint8(base, i)
+	if j-i > 8 || j > lim {
+		return d.nextSlow(e)
+	}
+	e.Value = v
+	switch u, k := varint8(base, j); {
+	case k-j > 8 || k > lim:
+		return d.nextSlow(e)
+	case u == 0:
+		e.QualityNull, e.Quality, i = true, 0, k
+	case u == 1 && k <= lim-8: // the double, and the next varint8
+		e.QualityNull, e.Quality, i = false, math.Float64frombits(le64(base, k)), k+8
+	default:
+		return d.nextSlow(e)
+	}
+	e.Tags = e.Tags[:0]
+	for {
+		c, j := varint8(base, i)
+		if j-i > 8 || c < 0 || c > 0 && j > lim {
+			return d.nextSlow(e)
+		}
+		if i = j; c == 0 {
+			break
+		}
+		for ; c > 0; c-- {
+			n, k := varint8(base, i)
+			if k-i > 8 || n < 0 || n > int64(lim-k) {
+				return d.nextSlow(e)
+			}
+			e.Tags, i = append(e.Tags, p[k:k+int(n):k+int(n)]), k+int(n)
+		}
+	}
+	d.left--
+	d.off = i
+	return true
+}
+
+// wordVarints is whether Next takes its fast path: on wasm, where it is
+// much faster. Natively the byte-by-byte decoder is faster: the CPU
+// predicts its branches and runs ahead of them, where each varint8 waits
+// for the one before (BenchmarkAvroNext). The tests turn it on natively
+// to check the fast path against the other.
+var wordVarints = runtime.GOARCH == "wasm"
+
+// varint8 decodes the zigzag varint at p[i:] of up to 8 bytes, which
+// i <= len(p)-8 lets it read in one load, and returns it and the offset
+// after it. The stop byte is found with a count of trailing zeros, the
+// bytes past it masked off, and the 7-bit groups packed in three steps.
+// When none of the 8 bytes ends the varint, next is i+9 and v is not the
+// varint's value. It inlines.
+func varint8(p unsafe.Pointer, i int) (v int64, next int) {
+	x := le64(p, i)
+	m := ^x & 0x8080808080808080 // the stop bits of the bytes that end a varint
+	x &= m - 1                   // the bits before the first: the varint's
+	x = x&0x007f007f007f007f | x&0x7f007f007f007f00>>1
+	x = x&0x00003fff00003fff | x&0x3fff00003fff0000>>2
+	x = x&0x000000000fffffff | x&0x0fffffff00000000>>4
+	return int64(x>>1 ^ -(x & 1)), i + (bits.TrailingZeros64(m)+8)>>3
+}
+
+// nextSlow is Next byte by byte, from the event's start: the way every
+// event is decoded where the fast path does not go, and the one that
+// finds a batch's errors.
+func (d *AvroDecoder) nextSlow(e *Event) bool {
 	if d.err != nil || d.done {
 		return false
 	}

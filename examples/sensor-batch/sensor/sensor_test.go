@@ -1,9 +1,9 @@
 package sensor
 
 import (
-	"encoding/binary"
+	"bytes"
 	"math"
-	"os"
+	"strings"
 	"testing"
 )
 
@@ -53,9 +53,31 @@ func TestValueScaled(t *testing.T) {
 func TestAppendUpper(t *testing.T) {
 	for in, want := range map[string]string{
 		"metric_7": "METRIC_7", "": "", "aZz{`@": "AZZ{`@", "été": "éTé", "ß": "ß",
+		"metric_12": "METRIC_12", "abcdefghijklmnopqrstuvwxyz": "ABCDEFGHIJKLMNOPQRSTUVWXYZ",
+		"`az{@AZ[\x7f\x80\xe1\xfa": "`AZ{@AZ[\x7f\x80\xe1\xfa",
 	} {
 		if got := string(AppendUpper([]byte("x"), []byte(in))); got != "x"+want {
 			t.Errorf("AppendUpper(%q) = %q, want %q", in, got[1:], want)
+		}
+	}
+	// Every byte value at every place of strings of 0 to 24 bytes, against
+	// the rule byte by byte.
+	for n := range 25 {
+		for pos := range n {
+			for c := range 256 {
+				s := []byte(strings.Repeat("q", n))
+				s[pos] = byte(c)
+				want := []byte("x")
+				for _, b := range s {
+					if 'a' <= b && b <= 'z' {
+						b -= 'a' - 'A'
+					}
+					want = append(want, b)
+				}
+				if got := AppendUpper([]byte("x"), s); !bytes.Equal(got, want) {
+					t.Fatalf("AppendUpper(%q) = %q, want %q", s, got[1:], want[1:])
+				}
+			}
 		}
 	}
 }
@@ -74,16 +96,12 @@ func TestSplitTs(t *testing.T) {
 }
 
 // FuzzAvroDecoder: any input either decodes or fails cleanly, never panics,
-// and a decoded datum accounts for every byte.
+// a decoded datum accounts for every byte, and Next's fast path decodes as
+// nextSlow does.
 func FuzzAvroDecoder(f *testing.F) {
-	b, err := os.ReadFile("../testdata/avro.bin")
-	if err != nil {
-		f.Fatal(err)
-	}
-	for len(b) >= 4 {
-		n := int(binary.LittleEndian.Uint32(b))
-		f.Add(b[4 : 4+n])
-		b = b[4+n:]
+	words(f)
+	for _, m := range corpus(f) {
+		f.Add(m)
 	}
 	f.Add([]byte{0, 0, 0, 0, 1, 2, 2, 'x', 0, 4, 6, 1, 2, 2, 2, 'n', 2, 'u', 4, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, msg []byte) {
@@ -106,5 +124,6 @@ func FuzzAvroDecoder(f *testing.F) {
 		if n > len(msg) {
 			t.Fatalf("%d events from %d bytes", n, len(msg))
 		}
+		checkSame(t, "fuzz", msg)
 	})
 }
