@@ -28,11 +28,19 @@ import (
 //
 // It checks what Row checks, with two differences. A Nullable column takes
 // Null(), or NotNull() followed by its value: the value alone, which Row
-// accepts, is a mismatch. And a mismatch is reported at End, not at the
-// write: writes after it go on, and End fails the record with a message
-// naming the first misplaced value, its column and both types. As with
-// Row, a record that fails is dead-lettered with that message and none of
-// its rows is written.
+// accepts, is a mismatch. And a misplaced write stops the record where it
+// is: it panics, with an error naming the value, its column and both
+// types, and the SDK recovers it and fails the record with that message.
+// (A module that recovers the panic itself still has its record failed.)
+// As with Row, a record that fails is dead-lettered with its message and
+// none of its rows is written.
+//
+// Why a panic and not an error from End: in Go's wasm code a branch that
+// is taken costs far more than one that falls through, and the compiler
+// lays a panic's path out of the way, so each write's hot path falls
+// straight through to the next; a path that only noted the mismatch sat
+// between a write and the next one, to be jumped over on every value
+// (benchmarks/README.md has the figures).
 type FlatRow struct {
 	// The row's bytes go straight into o.buf's backing array, past its
 	// length, which End advances: buf[:off] is written. Flat reserves room
@@ -172,7 +180,11 @@ func (w *FlatRow) End() error {
 	}
 	put32(unsafe.Add(w.base, w.start), uint32(w.off-w.start-4))
 	o.buf = w.buf[:w.off]
-	w.stop()
+	// Closing the row is enough to stop it: its next slot is the end,
+	// which every write mismatches, and the next Flat sets the rest.
+	// (stop's stores of the pointers cost more than the row's other
+	// bookkeeping.)
+	w.open = false
 	o.nrows++
 	return nil
 }
@@ -210,10 +222,20 @@ func (w *FlatRow) at() unsafe.Pointer { return unsafe.Add(w.base, w.off) }
 // room makes room for k more bytes of a variable-length value, beyond the
 // reserve of the row's fixed-width values. The row's bytes so far move
 // with the buffer.
+//
+// The check inlines and the growing does not: a branch to a block that
+// makes a call is one the compiler takes as unlikely, and lays out of the
+// way. On wasm that matters more than anywhere: the path a branch falls
+// through to is free, and a taken branch goes through the function's
+// dispatch loop (ADR 0002).
 func (w *FlatRow) room(k int) {
-	if w.off+k <= w.lim {
-		return
+	if w.off+k > w.lim {
+		w.grow(k)
 	}
+}
+
+//go:noinline
+func (w *FlatRow) grow(k int) {
 	b := slices.Grow(w.buf[:w.off], k+w.t.flatFixed)
 	w.buf, w.base, w.lim = b, unsafe.Pointer(unsafe.SliceData(b)), cap(b)-w.t.flatFixed
 }
@@ -236,21 +258,38 @@ func putBytes(buf []byte, off int, s []byte) int {
 
 // mismatch describes the first misplaced write.
 func (w *FlatRow) mismatch() error {
-	t, got := w.t, wroteName(w.failK)
-	if !w.open {
+	return misplaced{w.t, w.failN, w.failK, w.open}.err()
+}
+
+// misplaced is a misplaced write: of code k, at slot n of table t's
+// layout, in an open row or not. A misplaced write panics with it (an
+// error); the SDK recovers it and fails the record with it
+// (Instance.recovered).
+type misplaced struct {
+	t    *Table
+	n    int
+	k    uint8
+	open bool
+}
+
+func (m misplaced) Error() string { return m.err().Error() }
+
+func (m misplaced) err() error {
+	t, got := m.t, wroteName(m.k)
+	if !m.open {
 		return fmt.Errorf("sluice: %s value written with no row started (call Output.Flat first)", got)
 	}
-	s := t.flat[w.failN]
+	s := t.flat[m.n]
 	if s == slotEnd {
 		return fmt.Errorf("sluice: table %q: %s value written past the last column (the table has %d)", t.Name, got, len(t.Columns))
 	}
-	c := &t.Columns[t.flatCol[w.failN]]
+	c := &t.Columns[t.flatCol[m.n]]
 	switch {
 	case s == slotOther && c.t == nil:
 		return fmt.Errorf("sluice: table %q, column %q: the SDK cannot write type %s: %v", t.Name, c.Name, c.Type, c.err)
 	case s == slotOther:
 		return fmt.Errorf("sluice: table %q, column %q: FlatRow cannot write type %s; write this table's rows with Output.Row", t.Name, c.Name, c.Type)
-	case s == slotNull && w.failK == t.flat[w.failN+1]:
+	case s == slotNull && m.k == t.flat[m.n+1]:
 		return fmt.Errorf("sluice: table %q, column %q (%s): FlatRow needs NotNull() before a Nullable column's value (or Null())", t.Name, c.Name, c.Type)
 	}
 	want := c.Type
@@ -273,15 +312,14 @@ func wroteName(k uint8) string {
 	return chtype.Kind(k).String()
 }
 
-// Err returns the record's error so far. A mismatched write of this row is
-// not among them until End.
+// Err returns the record's error so far.
 func (w *FlatRow) Err() error { return w.o.err }
 
 // Each method below checks its slot with one compare and, on a mismatch,
-// only notes it (End reports it): a call on the mismatch path would keep
-// the method from inlining. A fixed-width value goes into the room Flat
-// reserved, with no check of its own; a string or an array makes room for
-// itself first.
+// notes it and panics: a call on that path would keep the method from
+// inlining, and the panic's path is laid out of the way of the write's
+// (FlatRow). A fixed-width value goes into the room Flat reserved, with
+// no check of its own; a string or an array makes room for itself first.
 
 // Null writes NULL to a Nullable column.
 func (w *FlatRow) Null() *FlatRow {
@@ -289,8 +327,11 @@ func (w *FlatRow) Null() *FlatRow {
 		put8(w.at(), 1)
 		w.off++
 		w.n += 2
-	} else if w.failK == 0 {
-		w.failK, w.failN = slotNull, w.n
+	} else {
+		if w.failK == 0 {
+			w.failK, w.failN = slotNull, w.n
+		}
+		panic(misplaced{w.t, w.n, slotNull, w.open})
 	}
 	return w
 }
@@ -301,8 +342,11 @@ func (w *FlatRow) NotNull() *FlatRow {
 		put8(w.at(), 0)
 		w.off++
 		w.n++
-	} else if w.failK == 0 {
-		w.failK, w.failN = wroteNotNull, w.n
+	} else {
+		if w.failK == 0 {
+			w.failK, w.failN = wroteNotNull, w.n
+		}
+		panic(misplaced{w.t, w.n, wroteNotNull, w.open})
 	}
 	return w
 }
@@ -331,8 +375,11 @@ func (w *FlatRow) UInt8(v uint8) *FlatRow {
 		put8(w.at(), v)
 		w.off += 1
 		w.n++
-	} else if w.failK == 0 {
-		w.failK, w.failN = uint8(chtype.UInt8), w.n
+	} else {
+		if w.failK == 0 {
+			w.failK, w.failN = uint8(chtype.UInt8), w.n
+		}
+		panic(misplaced{w.t, w.n, uint8(chtype.UInt8), w.open})
 	}
 	return w
 }
@@ -343,8 +390,11 @@ func (w *FlatRow) UInt16(v uint16) *FlatRow {
 		put16(w.at(), v)
 		w.off += 2
 		w.n++
-	} else if w.failK == 0 {
-		w.failK, w.failN = uint8(chtype.UInt16), w.n
+	} else {
+		if w.failK == 0 {
+			w.failK, w.failN = uint8(chtype.UInt16), w.n
+		}
+		panic(misplaced{w.t, w.n, uint8(chtype.UInt16), w.open})
 	}
 	return w
 }
@@ -355,8 +405,11 @@ func (w *FlatRow) UInt32(v uint32) *FlatRow {
 		put32(w.at(), v)
 		w.off += 4
 		w.n++
-	} else if w.failK == 0 {
-		w.failK, w.failN = uint8(chtype.UInt32), w.n
+	} else {
+		if w.failK == 0 {
+			w.failK, w.failN = uint8(chtype.UInt32), w.n
+		}
+		panic(misplaced{w.t, w.n, uint8(chtype.UInt32), w.open})
 	}
 	return w
 }
@@ -367,8 +420,11 @@ func (w *FlatRow) UInt64(v uint64) *FlatRow {
 		put64(w.at(), v)
 		w.off += 8
 		w.n++
-	} else if w.failK == 0 {
-		w.failK, w.failN = uint8(chtype.UInt64), w.n
+	} else {
+		if w.failK == 0 {
+			w.failK, w.failN = uint8(chtype.UInt64), w.n
+		}
+		panic(misplaced{w.t, w.n, uint8(chtype.UInt64), w.open})
 	}
 	return w
 }
@@ -379,8 +435,11 @@ func (w *FlatRow) Int8(v int8) *FlatRow {
 		put8(w.at(), uint8(v))
 		w.off += 1
 		w.n++
-	} else if w.failK == 0 {
-		w.failK, w.failN = uint8(chtype.Int8), w.n
+	} else {
+		if w.failK == 0 {
+			w.failK, w.failN = uint8(chtype.Int8), w.n
+		}
+		panic(misplaced{w.t, w.n, uint8(chtype.Int8), w.open})
 	}
 	return w
 }
@@ -391,8 +450,11 @@ func (w *FlatRow) Int16(v int16) *FlatRow {
 		put16(w.at(), uint16(v))
 		w.off += 2
 		w.n++
-	} else if w.failK == 0 {
-		w.failK, w.failN = uint8(chtype.Int16), w.n
+	} else {
+		if w.failK == 0 {
+			w.failK, w.failN = uint8(chtype.Int16), w.n
+		}
+		panic(misplaced{w.t, w.n, uint8(chtype.Int16), w.open})
 	}
 	return w
 }
@@ -403,8 +465,11 @@ func (w *FlatRow) Int32(v int32) *FlatRow {
 		put32(w.at(), uint32(v))
 		w.off += 4
 		w.n++
-	} else if w.failK == 0 {
-		w.failK, w.failN = uint8(chtype.Int32), w.n
+	} else {
+		if w.failK == 0 {
+			w.failK, w.failN = uint8(chtype.Int32), w.n
+		}
+		panic(misplaced{w.t, w.n, uint8(chtype.Int32), w.open})
 	}
 	return w
 }
@@ -415,8 +480,11 @@ func (w *FlatRow) Int64(v int64) *FlatRow {
 		put64(w.at(), uint64(v))
 		w.off += 8
 		w.n++
-	} else if w.failK == 0 {
-		w.failK, w.failN = uint8(chtype.Int64), w.n
+	} else {
+		if w.failK == 0 {
+			w.failK, w.failN = uint8(chtype.Int64), w.n
+		}
+		panic(misplaced{w.t, w.n, uint8(chtype.Int64), w.open})
 	}
 	return w
 }
@@ -427,8 +495,11 @@ func (w *FlatRow) Float32(v float32) *FlatRow {
 		put32(w.at(), math.Float32bits(v))
 		w.off += 4
 		w.n++
-	} else if w.failK == 0 {
-		w.failK, w.failN = uint8(chtype.Float32), w.n
+	} else {
+		if w.failK == 0 {
+			w.failK, w.failN = uint8(chtype.Float32), w.n
+		}
+		panic(misplaced{w.t, w.n, uint8(chtype.Float32), w.open})
 	}
 	return w
 }
@@ -439,8 +510,11 @@ func (w *FlatRow) Float64(v float64) *FlatRow {
 		put64(w.at(), math.Float64bits(v))
 		w.off += 8
 		w.n++
-	} else if w.failK == 0 {
-		w.failK, w.failN = uint8(chtype.Float64), w.n
+	} else {
+		if w.failK == 0 {
+			w.failK, w.failN = uint8(chtype.Float64), w.n
+		}
+		panic(misplaced{w.t, w.n, uint8(chtype.Float64), w.open})
 	}
 	return w
 }
@@ -451,8 +525,11 @@ func (w *FlatRow) Bool(v bool) *FlatRow {
 		put8(w.at(), boolByte(v))
 		w.off += 1
 		w.n++
-	} else if w.failK == 0 {
-		w.failK, w.failN = uint8(chtype.Bool), w.n
+	} else {
+		if w.failK == 0 {
+			w.failK, w.failN = uint8(chtype.Bool), w.n
+		}
+		panic(misplaced{w.t, w.n, uint8(chtype.Bool), w.open})
 	}
 	return w
 }
@@ -463,8 +540,11 @@ func (w *FlatRow) Date(days uint16) *FlatRow {
 		put16(w.at(), days)
 		w.off += 2
 		w.n++
-	} else if w.failK == 0 {
-		w.failK, w.failN = uint8(chtype.Date), w.n
+	} else {
+		if w.failK == 0 {
+			w.failK, w.failN = uint8(chtype.Date), w.n
+		}
+		panic(misplaced{w.t, w.n, uint8(chtype.Date), w.open})
 	}
 	return w
 }
@@ -475,8 +555,11 @@ func (w *FlatRow) Date32(days int32) *FlatRow {
 		put32(w.at(), uint32(days))
 		w.off += 4
 		w.n++
-	} else if w.failK == 0 {
-		w.failK, w.failN = uint8(chtype.Date32), w.n
+	} else {
+		if w.failK == 0 {
+			w.failK, w.failN = uint8(chtype.Date32), w.n
+		}
+		panic(misplaced{w.t, w.n, uint8(chtype.Date32), w.open})
 	}
 	return w
 }
@@ -487,8 +570,11 @@ func (w *FlatRow) DateTime(sec uint32) *FlatRow {
 		put32(w.at(), sec)
 		w.off += 4
 		w.n++
-	} else if w.failK == 0 {
-		w.failK, w.failN = uint8(chtype.DateTime), w.n
+	} else {
+		if w.failK == 0 {
+			w.failK, w.failN = uint8(chtype.DateTime), w.n
+		}
+		panic(misplaced{w.t, w.n, uint8(chtype.DateTime), w.open})
 	}
 	return w
 }
@@ -500,8 +586,11 @@ func (w *FlatRow) DateTime64(ticks int64) *FlatRow {
 		put64(w.at(), uint64(ticks))
 		w.off += 8
 		w.n++
-	} else if w.failK == 0 {
-		w.failK, w.failN = uint8(chtype.DateTime64), w.n
+	} else {
+		if w.failK == 0 {
+			w.failK, w.failN = uint8(chtype.DateTime64), w.n
+		}
+		panic(misplaced{w.t, w.n, uint8(chtype.DateTime64), w.open})
 	}
 	return w
 }
@@ -514,8 +603,11 @@ func (w *FlatRow) UUID(u [16]byte) *FlatRow {
 		put64(unsafe.Add(at, 8), binary.BigEndian.Uint64(u[8:]))
 		w.off += 16
 		w.n++
-	} else if w.failK == 0 {
-		w.failK, w.failN = uint8(chtype.UUID), w.n
+	} else {
+		if w.failK == 0 {
+			w.failK, w.failN = uint8(chtype.UUID), w.n
+		}
+		panic(misplaced{w.t, w.n, uint8(chtype.UUID), w.open})
 	}
 	return w
 }
@@ -526,8 +618,11 @@ func (w *FlatRow) IPv4(a [4]byte) *FlatRow {
 		put32(w.at(), binary.BigEndian.Uint32(a[:]))
 		w.off += 4
 		w.n++
-	} else if w.failK == 0 {
-		w.failK, w.failN = uint8(chtype.IPv4), w.n
+	} else {
+		if w.failK == 0 {
+			w.failK, w.failN = uint8(chtype.IPv4), w.n
+		}
+		panic(misplaced{w.t, w.n, uint8(chtype.IPv4), w.open})
 	}
 	return w
 }
@@ -538,8 +633,11 @@ func (w *FlatRow) IPv6(a [16]byte) *FlatRow {
 		*(*[16]byte)(w.at()) = a
 		w.off += 16
 		w.n++
-	} else if w.failK == 0 {
-		w.failK, w.failN = uint8(chtype.IPv6), w.n
+	} else {
+		if w.failK == 0 {
+			w.failK, w.failN = uint8(chtype.IPv6), w.n
+		}
+		panic(misplaced{w.t, w.n, uint8(chtype.IPv6), w.open})
 	}
 	return w
 }
@@ -633,11 +731,11 @@ func boolByte(v bool) uint8 {
 	return 0
 }
 
-// wrote notes a mismatched write of k, for the methods that do not inline
-// anyway.
+// wrote notes a mismatched write of k and panics, for the methods that do
+// not inline anyway.
 func (w *FlatRow) wrote(k uint8) *FlatRow {
 	if w.failK == 0 {
 		w.failK, w.failN = k, w.n
 	}
-	return w
+	panic(misplaced{w.t, w.n, k, w.open})
 }

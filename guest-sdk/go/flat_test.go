@@ -142,7 +142,8 @@ func TestFlatRowMisuse(t *testing.T) {
 		f    func(*Table, *Output) error
 		want string
 	}{
-		{"no row", func(tb *Table, out *Output) error { return out.flat.UInt8(1).End() }, "End called with no row started"},
+		{"no row", func(tb *Table, out *Output) error { return out.flat.UInt8(1).End() }, "UInt8 value written with no row started (call Output.Flat first)"},
+		{"End with no row", func(tb *Table, out *Output) error { return out.flat.End() }, "End called with no row started"},
 		{"no row, no End", func(tb *Table, out *Output) error { out.flat.UInt8(1); return nil }, "UInt8 value written with no row started (call Output.Flat first)"},
 		{"write after End", func(tb *Table, out *Output) error {
 			w := out.Flat(tb).UInt8(1)
@@ -158,6 +159,12 @@ func TestFlatRowMisuse(t *testing.T) {
 			w.String("x")
 			return out.Flat(tb).UInt8(3).End()
 		}, "String value written with no row started"},
+		{"NULL and an array after End", func(tb *Table, out *Output) error {
+			w := out.Flat(tb).UInt8(1)
+			w.End()
+			w.Null().NotNull().ArrayBytes(nil).ArrayInt64(nil).Float64(1)
+			return nil
+		}, "NULL value written with no row started"},
 		{"end twice", func(tb *Table, out *Output) error {
 			w := out.Flat(tb).UInt8(1)
 			w.End()
@@ -484,9 +491,10 @@ func fixedLeft(w *FlatRow) int {
 // room reserved when the row starts and kept by every string and array.
 // Rows of every column type, strings of every length around the one-byte
 // length's limit and past the buffer's size, several rows per record so
-// that the buffer grows in the middle of rows, and writes out of place:
-// after every write the room left covers what the rest of the row can
-// take, and each record's rows are what Row writes.
+// that the buffer grows in the middle of rows, and writes out of place
+// (each panics; the transform goes on past it, as a module that recovers
+// would): after every write the room left covers what the rest of the row
+// can take, and each record's rows are what Row writes.
 func TestFlatRowKeepsItsRoom(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	lengths := []int{0, 1, 126, 127, 128, 129, 300, 5000, 70000}
@@ -537,7 +545,7 @@ func TestFlatRowKeepsItsRoom(t *testing.T) {
 	types := []string{"UInt8", "UInt16", "UInt32", "UInt64", "Int64", "Float64", "Bool", "Date", "DateTime64(3)",
 		"UUID", "IPv4", "IPv6", "String", "LowCardinality(String)", "Nullable(UInt64)", "Nullable(UUID)",
 		"LowCardinality(Nullable(String))", "Array(String)", "Array(LowCardinality(String))", "Array(Int64)"}
-	checked, grown := 0, 0
+	checked, grown, misplacedWrites := 0, 0, 0
 	for iter := range 300 {
 		cols := make([]sluicetest.Column, 1+rng.IntN(12))
 		for i := range cols {
@@ -573,7 +581,20 @@ func TestFlatRowKeepsItsRoom(t *testing.T) {
 					w := out.Flat(tb)
 					for _, x := range ws {
 						c := cap(w.buf)
-						x.flat(w)
+						// A misplaced write panics; go on past it, as a
+						// module that recovers would, to check the room
+						// the writes after it leave.
+						func() {
+							defer func() {
+								if p := recover(); p != nil {
+									if _, ok := p.(misplaced); !ok {
+										panic(p)
+									}
+									misplacedWrites++
+								}
+							}()
+							x.flat(w)
+						}()
 						if cap(w.buf) != c {
 							grown++
 						}
@@ -599,6 +620,9 @@ func TestFlatRowKeepsItsRoom(t *testing.T) {
 	if grown < 50 {
 		t.Errorf("the buffer grew %d times in the middle of a row of %d writes: the test does not exercise it", grown, checked)
 	}
+	if misplacedWrites < 100 {
+		t.Errorf("%d misplaced writes of %d: the test does not exercise them", misplacedWrites, checked)
+	}
 }
 
 // runRows is runRow for a record of any number of rows: their data, one
@@ -614,4 +638,45 @@ func runRows(t *testing.T, cols []sluicetest.Column, transform func(*Table, *Out
 		data = append(data, r.Data...)
 	}
 	return data, ""
+}
+
+// A misplaced write panics where it is: the transform's code after it
+// does not run, the record fails with the write's message, and a module
+// that recovers the panic gets an error with that message and still has
+// its record failed. An earlier error of the record comes first.
+func TestFlatRowMisplacedWritePanics(t *testing.T) {
+	cols := []sluicetest.Column{{Name: "a", Type: "UInt8"}, {Name: "b", Type: "String"}}
+	const want = `table "t", column "a" (UInt8): expected UInt8, got String`
+	ran := false
+	if _, err := runRow(t, cols, func(tb *Table, out *Output) error {
+		out.Flat(tb).String("x")
+		ran = true
+		return nil
+	}); ran || !strings.Contains(err, want) {
+		t.Errorf("ran on after the write: %v; error %q, want it to contain %q", ran, err, want)
+	}
+	var got any
+	if _, err := runRow(t, cols, func(tb *Table, out *Output) error {
+		func() {
+			defer func() { got = recover() }()
+			out.Flat(tb).UInt8(1).UInt8(2)
+		}()
+		return nil // the module swallows it
+	}); !strings.Contains(err, `table "t", column "b" (String): expected String, got UInt8`) {
+		t.Errorf("a recovered misplaced write: record error %q", err)
+	}
+	if e, ok := got.(error); !ok || !strings.Contains(e.Error(), `expected String, got UInt8`) {
+		t.Errorf("the panic's value is %#v, want an error naming the write", got)
+	}
+	if _, err := runRow(t, cols, func(tb *Table, out *Output) error {
+		out.Row(tb).String("x").End() // fails the record
+		out.Flat(tb).UInt8(1)
+		return nil
+	}); !strings.Contains(err, `expected UInt8, got String`) {
+		t.Errorf("an earlier error of the record: %q", err)
+	}
+	// A module's own panic is still reported as a panic.
+	if _, err := runRow(t, cols, func(tb *Table, out *Output) error { panic("boom") }); err != "panic: boom" {
+		t.Errorf("a module's panic: %q", err)
+	}
 }

@@ -105,6 +105,19 @@ func (in *Instance) callInit(cfg *Config) (err error) {
 	return in.h.Init(cfg)
 }
 
+// recovered is the error of a panic of Transform: a misplaced FlatRow
+// write's message (after an earlier error of the record, which comes
+// first, as End would have it), or "panic: " and the value.
+func (in *Instance) recovered(p any) error {
+	if m, ok := p.(misplaced); ok {
+		if in.out.err != nil {
+			return in.out.err
+		}
+		return m.err()
+	}
+	return fmt.Errorf("panic: %v", p)
+}
+
 var errNotInitialized = errors.New("sluice: sluice_transform called before a successful sluice_init")
 
 // Transform decodes a batch payload, runs the handler on each record and
@@ -148,7 +161,7 @@ func (in *Instance) runRecords(r *reader, i, n int, bad *error) (next int) {
 	defer func() {
 		if p := recover(); p != nil {
 			o.buf = o.buf[:o.started]
-			in.writeError(fmt.Errorf("panic: %v", p))
+			in.writeError(in.recovered(p))
 			next = i + 1
 		}
 	}()
