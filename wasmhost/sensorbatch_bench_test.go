@@ -370,6 +370,102 @@ func BenchmarkSensorBatchGoWriters(b *testing.B) {
 	b.ReportMetric(row/flat, "row/flat")
 }
 
+// BenchmarkSensorBatchBuilds compares builds of the sensor-batch module
+// (of the Go SDK or any other: the same table, the same rows) in one
+// process, on the same calls of 200 records: SLUICE_BENCH_MODULES lists
+// their .wasm files, comma-separated, the first the baseline. It checks
+// that every build writes the same rows, then runs one call on each in
+// turn, rotating which goes first; the figures are each build's median
+// wall time per row and its ratio to the first's. To compare a change
+// with the code before it, build the module in a worktree of each:
+//
+//	git worktree add /tmp/before HEAD~1
+//	(cd /tmp/before/examples/sensor-batch && GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -o /tmp/before.wasm .)
+//	(cd examples/sensor-batch && GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -o /tmp/after.wasm .)
+//	SLUICE_BENCH_MODULES=/tmp/before.wasm,/tmp/after.wasm go test -run '^$' -bench SensorBatchBuilds -benchtime 1000x -count 3 ./wasmhost/
+func BenchmarkSensorBatchBuilds(b *testing.B) {
+	list := os.Getenv("SLUICE_BENCH_MODULES")
+	if list == "" {
+		b.Skip("set SLUICE_BENCH_MODULES to two or more builds of the sensor-batch module, comma-separated (see the comment)")
+	}
+	paths := strings.Split(list, ",")
+	if len(paths) < 2 {
+		b.Fatalf("SLUICE_BENCH_MODULES names %d module, want two or more to compare", len(paths))
+	}
+	const batches, perCall = 1000, 200
+	calls := sensorCalls(batches, perCall)
+	r := newTestRuntime(b, Config{})
+	type build struct {
+		name string
+		in   *Instance
+		ns   []float64
+	}
+	builds := make([]*build, len(paths))
+	for i, p := range paths {
+		wasm, err := os.ReadFile(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		m := loadBytes(b, r, fmt.Sprintf("build-%d", i), wasm, Limits{})
+		builds[i] = &build{name: string(rune('a' + i)), in: instantiate(b, m, InitConfig{Tables: []TableSchema{sensorTable}})}
+	}
+	run := func(in *Instance, c *Batch, collect bool) (rows int, data []byte) {
+		out, err := in.Transform(context.Background(), c)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for {
+			rec, ok := out.Next()
+			if !ok {
+				return rows, data
+			}
+			if rec.Err != "" {
+				b.Fatal(rec.Err)
+			}
+			rows += rec.Rows()
+			for collect {
+				_, row, ok := rec.NextRow()
+				if !ok {
+					break
+				}
+				data = append(data, row...)
+			}
+		}
+	}
+	rows := make([]int, len(calls))
+	for i, c := range calls { // warm up, and check that the builds agree
+		n, want := run(builds[0].in, c, true)
+		for j, bd := range builds[1:] {
+			if m, got := run(bd.in, c, true); m != n || n == 0 || !bytes.Equal(got, want) {
+				b.Fatalf("call %d: %s wrote %d rows (%d bytes), %s %d (%d bytes)", i, paths[0], n, len(want), paths[j+1], m, len(got))
+			}
+		}
+		rows[i] = n
+	}
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		c := calls[i%len(calls)]
+		for j := range builds {
+			bd := builds[(i+j)%len(builds)]
+			t0 := time.Now()
+			run(bd.in, c, false)
+			bd.ns = append(bd.ns, float64(time.Since(t0).Nanoseconds())/float64(rows[i%len(calls)]))
+		}
+	}
+	med := func(v []float64) float64 {
+		s := append([]float64(nil), v...)
+		slices.Sort(s)
+		return s[len(s)/2]
+	}
+	base := med(builds[0].ns)
+	for _, bd := range builds {
+		b.ReportMetric(med(bd.ns), bd.name+"-ns/row")
+		if bd != builds[0] {
+			b.ReportMetric(med(bd.ns)/base, bd.name+"/a")
+		}
+	}
+}
+
 // sensorCalls is the first n batches of the workload's corpus in calls of
 // perCall records.
 func sensorCalls(n, perCall int) []*Batch {
