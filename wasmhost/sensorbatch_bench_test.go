@@ -307,14 +307,22 @@ func BenchmarkSensorBatchGoWriters(b *testing.B) {
 	calls := sensorCalls(batches, perCall)
 	r := newTestRuntime(b, Config{})
 	m := loadBytes(b, r, "sensor-batch-go", moduleWasm(b, "examples/sensor-batch"), Limits{})
-	arms := []struct {
-		name string
-		in   *Instance
-		ns   []float64
-	}{
-		{name: "row", in: instantiate(b, m, InitConfig{Params: map[string]string{"writer": "row"}, Tables: []TableSchema{sensorTable}})},
-		{name: "flat", in: instantiate(b, m, InitConfig{Tables: []TableSchema{sensorTable}})},
-	}
+	ns := roundRobin(b, calls, []string{"Row", "FlatRow"}, []*Instance{
+		instantiate(b, m, InitConfig{Params: map[string]string{"writer": "row"}, Tables: []TableSchema{sensorTable}}),
+		instantiate(b, m, InitConfig{Tables: []TableSchema{sensorTable}}),
+	})
+	row, flat := ns[0], ns[1]
+	b.ReportMetric(row, "row-ns/row")
+	b.ReportMetric(flat, "flat-ns/row")
+	b.ReportMetric(row/flat, "row/flat")
+}
+
+// roundRobin runs calls on each of insts in turn, rotating which goes
+// first, after a pass that checks that they all write the same rows (each
+// named in names for its message), and returns the median wall time per
+// row of each one's calls.
+func roundRobin(b *testing.B, calls []*Batch, names []string, insts []*Instance) []float64 {
+	b.Helper()
 	// run makes one call and counts its rows; with collect, it returns
 	// their bytes too.
 	run := func(in *Instance, c *Batch, collect bool) (rows int, data []byte) {
@@ -341,33 +349,33 @@ func BenchmarkSensorBatchGoWriters(b *testing.B) {
 		}
 	}
 	rows := make([]int, len(calls))
-	for i, c := range calls { // warm up, and check that the writers agree
-		n, want := run(arms[0].in, c, true)
-		m, got := run(arms[1].in, c, true)
-		if n != m || n == 0 || !bytes.Equal(got, want) {
-			b.Fatalf("call %d: Row wrote %d rows (%d bytes), FlatRow %d (%d bytes)", i, n, len(want), m, len(got))
+	for i, c := range calls { // warm up, and check that they agree
+		n, want := run(insts[0], c, true)
+		for j, in := range insts[1:] {
+			if m, got := run(in, c, true); m != n || n == 0 || !bytes.Equal(got, want) {
+				b.Fatalf("call %d: %s wrote %d rows (%d bytes), %s %d (%d bytes)", i, names[0], n, len(want), names[j+1], m, len(got))
+			}
 		}
 		rows[i] = n
 	}
+	ns := make([][]float64, len(insts))
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
 		c := calls[i%len(calls)]
-		for j := range arms {
-			a := &arms[(i+j)%len(arms)] // alternate which goes first
+		for j := range insts {
+			k := (i + j) % len(insts) // alternate which goes first
 			t0 := time.Now()
-			run(a.in, c, false)
-			a.ns = append(a.ns, float64(time.Since(t0).Nanoseconds())/float64(rows[i%len(calls)]))
+			run(insts[k], c, false)
+			ns[k] = append(ns[k], float64(time.Since(t0).Nanoseconds())/float64(rows[i%len(calls)]))
 		}
 	}
-	med := func(v []float64) float64 {
-		s := append([]float64(nil), v...)
-		slices.Sort(s)
-		return s[len(s)/2]
+	med := make([]float64, len(insts))
+	for k, v := range ns {
+		v = slices.Clone(v)
+		slices.Sort(v)
+		med[k] = v[len(v)/2]
 	}
-	row, flat := med(arms[0].ns), med(arms[1].ns)
-	b.ReportMetric(row, "row-ns/row")
-	b.ReportMetric(flat, "flat-ns/row")
-	b.ReportMetric(row/flat, "row/flat")
+	return med
 }
 
 // BenchmarkSensorBatchBuilds compares builds of the sensor-batch module
@@ -395,73 +403,21 @@ func BenchmarkSensorBatchBuilds(b *testing.B) {
 	const batches, perCall = 1000, 200
 	calls := sensorCalls(batches, perCall)
 	r := newTestRuntime(b, Config{})
-	type build struct {
-		name string
-		in   *Instance
-		ns   []float64
-	}
-	builds := make([]*build, len(paths))
+	insts := make([]*Instance, len(paths))
 	for i, p := range paths {
 		wasm, err := os.ReadFile(p)
 		if err != nil {
 			b.Fatal(err)
 		}
 		m := loadBytes(b, r, fmt.Sprintf("build-%d", i), wasm, Limits{})
-		builds[i] = &build{name: string(rune('a' + i)), in: instantiate(b, m, InitConfig{Tables: []TableSchema{sensorTable}})}
+		insts[i] = instantiate(b, m, InitConfig{Tables: []TableSchema{sensorTable}})
 	}
-	run := func(in *Instance, c *Batch, collect bool) (rows int, data []byte) {
-		out, err := in.Transform(context.Background(), c)
-		if err != nil {
-			b.Fatal(err)
-		}
-		for {
-			rec, ok := out.Next()
-			if !ok {
-				return rows, data
-			}
-			if rec.Err != "" {
-				b.Fatal(rec.Err)
-			}
-			rows += rec.Rows()
-			for collect {
-				_, row, ok := rec.NextRow()
-				if !ok {
-					break
-				}
-				data = append(data, row...)
-			}
-		}
-	}
-	rows := make([]int, len(calls))
-	for i, c := range calls { // warm up, and check that the builds agree
-		n, want := run(builds[0].in, c, true)
-		for j, bd := range builds[1:] {
-			if m, got := run(bd.in, c, true); m != n || n == 0 || !bytes.Equal(got, want) {
-				b.Fatalf("call %d: %s wrote %d rows (%d bytes), %s %d (%d bytes)", i, paths[0], n, len(want), paths[j+1], m, len(got))
-			}
-		}
-		rows[i] = n
-	}
-	b.ResetTimer()
-	for i := 0; b.Loop(); i++ {
-		c := calls[i%len(calls)]
-		for j := range builds {
-			bd := builds[(i+j)%len(builds)]
-			t0 := time.Now()
-			run(bd.in, c, false)
-			bd.ns = append(bd.ns, float64(time.Since(t0).Nanoseconds())/float64(rows[i%len(calls)]))
-		}
-	}
-	med := func(v []float64) float64 {
-		s := append([]float64(nil), v...)
-		slices.Sort(s)
-		return s[len(s)/2]
-	}
-	base := med(builds[0].ns)
-	for _, bd := range builds {
-		b.ReportMetric(med(bd.ns), bd.name+"-ns/row")
-		if bd != builds[0] {
-			b.ReportMetric(med(bd.ns)/base, bd.name+"/a")
+	ns := roundRobin(b, calls, paths, insts)
+	for i, v := range ns {
+		name := string(rune('a' + i))
+		b.ReportMetric(v, name+"-ns/row")
+		if i > 0 {
+			b.ReportMetric(v/ns[0], name+"/a")
 		}
 	}
 }
