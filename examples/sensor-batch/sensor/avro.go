@@ -67,10 +67,10 @@ func (d *AvroDecoder) Reset(msg []byte, h *Header) error {
 //
 // Most events are decoded by Next's fast path: while at least 8 bytes of
 // the message are left past every varint it reads, each varint of up to 8
-// bytes is one load and some arithmetic (varint8), with no loop and no
-// branch. On wasm a branch costs dearly in Go's code: every jump goes
-// through the function's dispatch loop, where the host's deadline counts,
-// and a varint's byte loop takes one or more per byte. Anything the fast
+// bytes is one load and some arithmetic (varint8), with no loop, and its
+// checks fall through. On wasm a taken branch costs dearly in Go's code:
+// every jump goes through the function's dispatch loop, where the host's
+// deadline counts, and a varint's byte loop takes one or more per byte. Anything the fast
 // path does not take as it is (the end of the message, a block boundary,
 // a varint of more than 8 bytes, a negative block count, a bad value) is
 // decoded again from the event's start by nextSlow, byte by byte, which
