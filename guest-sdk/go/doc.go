@@ -91,10 +91,10 @@
 // array is one call). Use it for a hot
 // module's rows; tables with other column types need Row. Two things
 // differ: a Nullable column takes Null(), or NotNull() and then the value
-// (the value alone is a mismatch), and a mismatch is reported by End, not
-// at the write, still naming the first misplaced value, its column and
-// both types. A record whose FlatRow fails is dead-lettered like one
-// whose Row fails.
+// (the value alone is a mismatch), and a misplaced write panics where it
+// is, with an error naming the value, its column and both types, which
+// the SDK recovers: the record fails with that message. A record whose
+// FlatRow fails is dead-lettered like one whose Row fails.
 //
 // A record that writes no row is filtered out. A Transform that returns an
 // error dead-letters its record (and only it) with the error's message; rows

@@ -31,6 +31,7 @@ type AvroDecoder struct {
 	left int64 // events left in the current block
 	done bool
 	err  error
+	slow int // calls of nextSlow since Reset: the tests see the fast path's share
 }
 
 // Reset starts decoding msg and decodes its header into h. The decoder and
@@ -160,6 +161,7 @@ func varint8(p unsafe.Pointer, i int) (v int64, next int) {
 // event is decoded where the fast path does not go, and the one that
 // finds a batch's errors.
 func (d *AvroDecoder) nextSlow(e *Event) bool {
+	d.slow++
 	if d.err != nil || d.done {
 		return false
 	}

@@ -157,15 +157,30 @@ func (b batch) encode(w func() int) []byte {
 // nextSlow does, byte by byte: the corpus, every varint width from 1 to 10
 // bytes in every field (the fast path takes up to 8), values at the edges
 // of each width and of an int, blocks with negative counts, and the corpus
-// cut short and with bytes changed at random. (That the fast path is
-// taken is BenchmarkSensorBatchGoWriters's to show: it is most of the
-// module's speed.)
+// cut short and with bytes changed at random. The fast path must take
+// the corpus's events but the few at a message's ends and its blocks'
+// starts, or it would be there for nothing.
 func TestAvroFastPathMatchesSlow(t *testing.T) {
 	words(t)
 	msgs := corpus(t)
 	for i, m := range msgs {
 		if !checkSame(t, "corpus", m) {
 			t.Fatalf("corpus record %d does not decode", i)
+		}
+		var d AvroDecoder
+		var h Header
+		var e Event
+		if err := d.Reset(m, &h); err != nil {
+			t.Fatal(err)
+		}
+		events := 0
+		for d.Next(&e) {
+			events++
+		}
+		// nextSlow reads the block's count with the first event, takes the
+		// last (fewer than 17 bytes are left after it), and finds the end.
+		if d.slow > 3 {
+			t.Fatalf("corpus record %d: %d of its %d events went byte by byte (%d calls of nextSlow), want at most 2", i, d.slow-1, events, d.slow)
 		}
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
