@@ -7,6 +7,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sluicehq/sluice/wasmhost"
 )
 
 // metrics are the pipeline's Prometheus metrics. Counters that the hot path
@@ -75,6 +77,7 @@ var (
 	descDeadLettered = prometheus.NewDesc("sluice_records_dead_lettered_total", "Records written to the dead-letter topic.", nil, nil)
 	descTraps        = prometheus.NewDesc("sluice_module_traps_total", "Module instance failures: traps, proc_exit, limit breaches, malformed output.", nil, nil)
 	descInstances    = prometheus.NewDesc("sluice_module_instances_started_total", "Module instances started (first ones and replacements).", nil, nil)
+	descModMemory    = prometheus.NewDesc("sluice_module_memory_bytes", "Linear memory of the open module instances mapped outside the Go heap; the Go runtime's memory limit is memory_limit less this.", nil, nil)
 	descInflight     = prometheus.NewDesc("sluice_inflight_bytes", "Estimated memory held by records between poll and commit.", nil, nil)
 	descBudget       = prometheus.NewDesc("sluice_inflight_budget_bytes", "The in-flight budget; fetching pauses at it.", nil, nil)
 	descPauses       = prometheus.NewDesc("sluice_fetch_pauses_total", "Times fetching was paused for backpressure.", nil, nil)
@@ -108,7 +111,7 @@ type collector struct{ p *Pipeline }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descVersionIn, descVersionRows, descVersionLive, descFailures, descRouteInfl, descRoutePaused, descSchemaChange, descSchemaRefuse, descRecordsIn, descErrored, descShardQueue, descShardFailing, descTableRows, descRowsOut, descDeadLettered, descTraps, descInstances,
-		descInflight, descBudget, descPauses, descResumes, descPaused, descModPauses, descLag, descQueueDepth,
+		descModMemory, descInflight, descBudget, descPauses, descResumes, descPaused, descModPauses, descLag, descQueueDepth,
 		descRowsInserted, descInserts, descInsertErrors, descTableDedup, descSegRecorded, descSegReplayed, descFenced} {
 		ch <- d
 	}
@@ -130,6 +133,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descTraps, st.Traps)
 	counter(descInstances, st.Instances)
 	counter(descModPauses, st.ModulePauses)
+	gauge(descModMemory, wasmhost.MappedMemoryBytes())
 	gauge(descInflight, st.InflightBytes)
 	gauge(descBudget, p.sumFlow(func(f *flowControl) int64 { return f.high }))
 	counter(descPauses, st.Pauses)

@@ -369,6 +369,21 @@ func TestOTLPExportAndMetrics(t *testing.T) {
 			t.Errorf("/metrics lacks %q", want)
 		}
 	}
+	// The two instances were open when /metrics was read.
+	if v, ok := metricValue(body, "sluice_module_memory_bytes"); !ok || v <= 0 {
+		t.Errorf("sluice_module_memory_bytes is %v (found %v), want the open instances' memory", v, ok)
+	}
+}
+
+// metricValue is the value of the unlabelled sample name in a /metrics body.
+func metricValue(body, name string) (float64, bool) {
+	for _, line := range strings.Split(body, "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			return f, err == nil
+		}
+	}
+	return 0, false
 }
 
 func get(t *testing.T, url string) string {

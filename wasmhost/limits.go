@@ -164,3 +164,12 @@ func (e *TrapError) Unwrap() error { return e.Err }
 type ExitError struct{ Code uint32 }
 
 func (e *ExitError) Error() string { return fmt.Sprintf("proc_exit(%d)", e.Code) }
+
+// MappedMemoryBytes is the linear memory of the process's open instances
+// that lies outside the Go heap, in bytes: the sum of their memories'
+// sizes, which is at least what they have touched. The Go runtime's memory
+// limit (runtime/debug.SetMemoryLimit) does not see it; a host that holds
+// the whole process to a budget gives the Go heap the budget less this.
+// Where instances cannot be mapped (not unix), their memory is on the Go
+// heap and this is 0.
+func MappedMemoryBytes() int64 { return mappedMemoryBytes() }

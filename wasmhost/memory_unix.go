@@ -3,6 +3,7 @@
 package wasmhost
 
 import (
+	"sync/atomic"
 	"syscall"
 
 	"github.com/tetratelabs/wazero/experimental"
@@ -32,12 +33,21 @@ func allocateGuestMemory(_, max uint64) experimental.LinearMemory {
 }
 
 // mappedMemory is a linear memory in a mapping of its maximum size.
-type mappedMemory struct{ buf []byte }
+type mappedMemory struct {
+	buf  []byte
+	size uint64 // the memory's size, counted in mappedBytes
+}
+
+// mappedBytes is the sum of the sizes of the mapped linear memories open
+// in the process: an upper bound of what they hold outside the Go heap.
+var mappedBytes atomic.Int64
 
 func (m *mappedMemory) Reallocate(size uint64) []byte {
 	if size > uint64(len(m.buf)) {
 		return nil
 	}
+	mappedBytes.Add(int64(size) - int64(m.size))
+	m.size = size
 	return m.buf[:size]
 }
 
@@ -45,5 +55,9 @@ func (m *mappedMemory) Free() {
 	if m.buf != nil {
 		_ = syscall.Munmap(m.buf)
 		m.buf = nil
+		mappedBytes.Add(-int64(m.size))
+		m.size = 0
 	}
 }
+
+func mappedMemoryBytes() int64 { return mappedBytes.Load() }

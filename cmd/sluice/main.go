@@ -20,6 +20,7 @@ import (
 
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/internal/telemetry"
+	"github.com/sluicehq/sluice/wasmhost"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -139,7 +140,12 @@ func cmdRun(args []string, stderr io.Writer) int {
 	}()
 
 	if cfg.MemoryLimit > 0 && os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(cfg.MemoryLimit)
+		// memory_limit covers the modules' linear memory too (memlimit.go).
+		ml := &memoryLimit{budget: cfg.MemoryLimit, outside: wasmhost.MappedMemoryBytes, set: debug.SetMemoryLimit, log: log}
+		ml.update()
+		mctx, stop := context.WithCancel(context.Background())
+		defer stop()
+		go ml.run(mctx, memoryLimitEvery)
 	}
 	p, err := engine.New(ctx, cfg, log, engine.WithTracerProvider(tp))
 	if err != nil {
