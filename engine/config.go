@@ -54,13 +54,22 @@ type Config struct {
 	Tenants []TenantConfig `yaml:"tenants"`
 	// Admin is the module admin API and store, for tenants.
 	Admin AdminConfig `yaml:"admin"`
-	// MemoryLimit is the Go runtime's soft memory limit in bytes, which
-	// makes the garbage collector work harder as the process nears it.
-	// Default: GOMEMLIMIT when set, else 2 × kafka.max_inflight_bytes (with
-	// tenants: the sum of the pipelines' budgets) + 192 MiB. -1 disables it.
-	// The sluice binary sets it (runtime/debug.SetMemoryLimit) before New;
-	// New leaves the process's settings alone, so that a program embedding
-	// the engine keeps its own.
+	// MemoryLimit is the process's memory budget in bytes: the Go heap and
+	// the modules' linear memory together. The Go runtime's soft memory
+	// limit, which makes the garbage collector work harder as the heap
+	// nears it, is memory_limit less the linear memory the module
+	// instances have mapped (sluice_module_memory_bytes), followed every
+	// 100 ms as instances grow and close. The heap keeps at least half of
+	// memory_limit: when the modules' memory passes the other half, sluice
+	// logs a warning and the process may pass memory_limit; raise it, or
+	// lower module.limits.memory_bytes or the number of partitions the
+	// process consumes (each partition's worker keeps an instance).
+	// Default: 2 × kafka.max_inflight_bytes (with tenants: the sum of the
+	// pipelines' budgets) + 192 MiB. -1 disables it. With GOMEMLIMIT set,
+	// sluice leaves the runtime's limit to it, and GOMEMLIMIT covers the
+	// Go heap only. The sluice binary sets the limit
+	// (runtime/debug.SetMemoryLimit); New leaves the process's settings
+	// alone, so that a program embedding the engine keeps its own.
 	MemoryLimit int64 `yaml:"memory_limit"`
 }
 

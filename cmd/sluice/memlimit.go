@@ -42,7 +42,7 @@ func (m *memoryLimit) update() {
 	if over {
 		limit = floor
 		if !m.over {
-			m.log.Warn("the modules' linear memory is over half of memory_limit; the Go heap keeps the other half, so the process may pass memory_limit: raise memory_limit, or lower module.limits.memory_bytes or the number of instances",
+			m.log.Warn("the modules' linear memory is over half of memory_limit; the Go heap keeps the other half, so the process may pass memory_limit: raise memory_limit, or lower module.limits.memory_bytes or the partitions this process consumes",
 				"modules_bytes", outside, "memory_limit", m.budget)
 		}
 	}
