@@ -5,6 +5,8 @@ package wasmhost
 import (
 	"context"
 	"testing"
+
+	"github.com/sluicehq/sluice/wasmhost/internal/wasmtest"
 )
 
 // TestMappedMemoryBytes: the count of mapped linear memory follows each
@@ -46,4 +48,32 @@ func TestMappedMemoryBytes(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantMapped("the runtime closed", 0)
+}
+
+// TestMappedMemoryBytesFailedStart: an instance whose start function traps
+// gives its memory back, at load and at instantiation, and a module's
+// instance of 3 pages counts 3 pages while it is open.
+func TestMappedMemoryBytesFailedStart(t *testing.T) {
+	base := MappedMemoryBytes()
+	r := newTestRuntime(t, Config{})
+	ret := []byte{0x42, 0x00, 0x0B} // i64.const 0: no output
+	trapping := wasmtest.Module{Version: 1, MemoryPages: 3, Transform: ret,
+		Extra: []wasmtest.Func{{Type: wasmtest.TypeVoid, Body: []byte{0x00, 0x0B}}}, Start: 1}.Build() // unreachable
+	if _, err := r.Load(context.Background(), "trapping-start", trapping); err == nil {
+		t.Fatal("a module whose start function traps loaded")
+	}
+	if got := MappedMemoryBytes() - base; got != 0 {
+		t.Errorf("after the failed load: %d bytes over the start, want 0", got)
+	}
+	m := loadBytes(t, r, "plain", wasmtest.Module{Version: 1, MemoryPages: 3, Transform: ret}.Build(), Limits{})
+	in := instantiate(t, m, advInit)
+	if got := MappedMemoryBytes() - base; got != 3*wasmPage {
+		t.Errorf("one open instance of 3 pages: %d bytes over the start, want %d", got, 3*wasmPage)
+	}
+	if err := in.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := MappedMemoryBytes() - base; got != 0 {
+		t.Errorf("after Close: %d bytes over the start, want 0", got)
+	}
 }
