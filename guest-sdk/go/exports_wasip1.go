@@ -29,9 +29,8 @@ func sluiceAlloc(size int32) unsafe.Pointer {
 		return nil
 	}
 	if int(size) > cap(inBuf) || inBuf == nil {
-		// Grow geometrically so that slowly growing batches do not allocate
-		// each time; the old buffer becomes garbage, as the ABI allows.
-		inBuf = make([]byte, max(int(size), 2*cap(inBuf), 64<<10))
+		// The old buffer becomes garbage, as the ABI allows.
+		inBuf = make([]byte, inputCap(int(size), cap(inBuf)))
 	}
 	return unsafe.Pointer(unsafe.SliceData(inBuf))
 }

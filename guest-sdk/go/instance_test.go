@@ -234,3 +234,36 @@ func FuzzTransform(f *testing.F) {
 		}
 	})
 }
+
+// TestInputCap: sluice_alloc's buffer grows by a quarter of what the call
+// needs, from 64 KiB, so that a call a byte over the buffer does not
+// double it, and calls that grow a byte at a time reallocate it once per
+// quarter.
+func TestInputCap(t *testing.T) {
+	for _, tc := range []struct{ size, have, want int }{
+		{0, 0, 64 << 10},
+		{1, 0, 64 << 10},
+		{800_000, 0, 1_000_000},
+		{1_000_001, 1_000_000, 1_250_001},
+		{4 << 20, 64 << 10, 5 << 20},
+	} {
+		if got := inputCap(tc.size, tc.have); got != tc.want {
+			t.Errorf("inputCap(%d, %d) = %d, want %d", tc.size, tc.have, got, tc.want)
+		}
+	}
+	// Calls growing a byte at a time from 1 byte to 1 MiB, as sluice_alloc
+	// grows for them.
+	have, grows := 0, 0
+	for size := 1; size <= 1<<20; size++ {
+		if size > have {
+			have = inputCap(size, have)
+			grows++
+		}
+		if have > size+size/4+64<<10 {
+			t.Fatalf("a call of %d bytes left a buffer of %d", size, have)
+		}
+	}
+	if grows > 14 { // the first, then 1.25^13 > 16
+		t.Errorf("%d reallocations for calls growing from 1 byte to 1 MiB, want at most 14", grows)
+	}
+}
