@@ -116,8 +116,14 @@ func trickle(t *testing.T, e *env, topic string, rounds, n int) {
 // scrape parses /metrics at url.
 func scrape(t *testing.T, url string) map[string]*dto.MetricFamily {
 	t.Helper()
+	return parseMetrics(t, get(t, url+"/metrics"))
+}
+
+// parseMetrics parses a /metrics body.
+func parseMetrics(t *testing.T, body string) map[string]*dto.MetricFamily {
+	t.Helper()
 	parser := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := parser.TextToMetricFamilies(strings.NewReader(get(t, url+"/metrics")))
+	fams, err := parser.TextToMetricFamilies(strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}

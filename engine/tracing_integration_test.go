@@ -370,20 +370,9 @@ func TestOTLPExportAndMetrics(t *testing.T) {
 		}
 	}
 	// The two instances were open when /metrics was read.
-	if v, ok := metricValue(body, "sluice_module_memory_bytes"); !ok || v <= 0 {
-		t.Errorf("sluice_module_memory_bytes is %v (found %v), want the open instances' memory", v, ok)
+	if f := parseMetrics(t, body)["sluice_module_memory_bytes"]; f == nil || len(f.Metric) != 1 || f.Metric[0].GetGauge().GetValue() <= 0 {
+		t.Errorf("sluice_module_memory_bytes is %v, want the open instances' memory", f)
 	}
-}
-
-// metricValue is the value of the unlabelled sample name in a /metrics body.
-func metricValue(body, name string) (float64, bool) {
-	for _, line := range strings.Split(body, "\n") {
-		if v, ok := strings.CutPrefix(line, name+" "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			return f, err == nil
-		}
-	}
-	return 0, false
 }
 
 func get(t *testing.T, url string) string {

@@ -11,7 +11,9 @@ import (
 
 // TestMappedMemoryBytes: the count of mapped linear memory follows each
 // instance's memory as it is made, grows, traps at its limit and closes,
-// and a closed runtime gives its instances' memory back.
+// and a closed runtime gives its instances' memory back. The count is the
+// process's, so these tests (like every test of this package) do not run
+// in parallel.
 func TestMappedMemoryBytes(t *testing.T) {
 	base := MappedMemoryBytes()
 	wantMapped := func(what string, want int64) {

@@ -145,7 +145,9 @@ func cmdRun(args []string, stderr io.Writer) int {
 		ml.update()
 		mctx, stop := context.WithCancel(context.Background())
 		defer stop()
-		go ml.run(mctx, memoryLimitEvery)
+		tick := time.NewTicker(memoryLimitEvery)
+		defer tick.Stop()
+		go ml.run(mctx, tick.C)
 	}
 	p, err := engine.New(ctx, cfg, log, engine.WithTracerProvider(tp))
 	if err != nil {

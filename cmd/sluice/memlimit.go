@@ -53,15 +53,13 @@ func (m *memoryLimit) update() {
 	}
 }
 
-// run updates the limit every period until ctx ends.
-func (m *memoryLimit) run(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
+// run updates the limit at every tick until ctx ends.
+func (m *memoryLimit) run(ctx context.Context, tick <-chan time.Time) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-tick:
 			m.update()
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -59,28 +60,39 @@ func TestMemoryLimitFollowsModules(t *testing.T) {
 	}
 }
 
-// TestMemoryLimitRun: run follows the modules' memory as it changes and
-// returns when its context ends.
+// TestMemoryLimitRun: run updates the limit at each tick, as the modules'
+// memory changes between ticks, and returns when its context ends.
 func TestMemoryLimitRun(t *testing.T) {
 	var outside atomic.Int64
-	set := make(chan int64, 100)
+	var mu sync.Mutex
+	var set []int64
 	m := &memoryLimit{
 		budget:  1000,
 		outside: outside.Load,
-		set:     func(v int64) int64 { set <- v; return 0 },
+		set:     func(v int64) int64 { mu.Lock(); set = append(set, v); mu.Unlock(); return 0 },
 		log:     slog.New(slog.DiscardHandler),
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	tick := make(chan time.Time) // unbuffered: a send returns once run has taken the tick
 	done := make(chan struct{})
-	go func() { m.run(ctx, time.Millisecond); close(done) }()
-	for _, o := range []int64{100, 300} {
-		outside.Store(o)
-		for v := range set {
-			if v == 1000-o {
-				break
-			}
+	go func() { m.run(ctx, tick); close(done) }()
+	send := func() {
+		select {
+		case tick <- time.Time{}:
+		case <-done:
+			t.Fatal("run returned before its context ended")
 		}
 	}
+	for _, o := range []int64{100, 300, 300} {
+		outside.Store(o)
+		send()
+	}
+	send() // taken only once the update of the last tick is done
 	cancel()
 	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []int64{900, 700}; !slices.Equal(set, want) {
+		t.Errorf("limits set %v, want %v", set, want)
+	}
 }

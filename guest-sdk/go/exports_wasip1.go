@@ -30,7 +30,7 @@ func sluiceAlloc(size int32) unsafe.Pointer {
 	}
 	if int(size) > cap(inBuf) || inBuf == nil {
 		// The old buffer becomes garbage, as the ABI allows.
-		inBuf = make([]byte, inputCap(int(size), cap(inBuf)))
+		inBuf = make([]byte, inputCap(int(size)))
 	}
 	return unsafe.Pointer(unsafe.SliceData(inBuf))
 }

@@ -84,14 +84,11 @@ func (r *reader) count(minSize int, what string) int {
 	return int(n)
 }
 
-// inputCap is the capacity sluice_alloc gives its input buffer for a call
-// of size bytes when the buffer it has holds have: a quarter more than the
-// larger, and at least 64 KiB. A quarter, not double: wasm memory never
-// shrinks, and doubling for a batch one byte over the buffer left an
-// instance with twice the memory its calls need for good (1.6 MiB of
-// buffer for calls of 0.8 MiB). Slowly growing batches still reallocate
-// only once per quarter of growth.
-func inputCap(size, have int) int {
-	n := max(size, have)
-	return max(n+n/4, 64<<10)
-}
+// inputCap is the capacity sluice_alloc gives its input buffer when a
+// call of size bytes does not fit the one it has: a quarter more, and at
+// least 64 KiB. A quarter, not double: wasm memory never shrinks, and
+// doubling for a batch one byte over the buffer left an instance with
+// twice the memory its calls need for good (1.6 MiB of buffer for calls
+// of 0.8 MiB). Slowly growing batches still reallocate only once per
+// quarter of growth.
+func inputCap(size int) int { return max(size+size/4, 64<<10) }
