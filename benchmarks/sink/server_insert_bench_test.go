@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"iter"
+	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -19,8 +20,8 @@ import (
 )
 
 // Sizes of BenchmarkServerInsertCPU's inserts: the sensor drain's (a
-// 26.9 quick-profile drain made inserts of about 326,000 to 367,500 rows)
-// in blocks of about the default chunk_bytes.
+// 26.9 quick-profile drain made inserts of about 326,000 to 367,500 rows),
+// the sink's from chunks of about the default chunk_bytes.
 const (
 	serverInsertBatches = 10_000 // 735,000 rows
 	serverInsertRows    = 367_500
@@ -32,9 +33,11 @@ const (
 // inserted by ch-go alone (the rig's floor arm), on ClickHouse 26.9 with
 // the workload's modern table, with nothing else running: per op each
 // path inserts 735,000 rows into a table of its own, in inserts of 367,500
-// rows sent as blocks of 12,250 rows (the sink: chunks of that many rows,
-// one insert at a time), each with an insert_deduplication_token (the
-// sink's acks carry offset ranges, as the engine's do). The figures are
+// rows, each with an insert_deduplication_token (the sink's acks carry
+// offset ranges, as the engine's do). The sink's come from chunks of
+// 12,250 rows, one insert at a time; ch-go sends each insert as one
+// block, as the floor arm does (SERVER_INSERT_CHGO_BLOCK=12250 sends
+// blocks of a chunk's rows instead). The figures are
 // the medians over the ops of the server's user+system CPU per row for
 // the inserts (query_log ProfileEvents), and of their ratio: the rig's
 // drain-against-floor target in isolation, where the pipeline's own load
@@ -133,9 +136,13 @@ func chgoInsertCPU(b *testing.B, srv *testinfra.ClickHouse, c *ch.Client, op int
 	next, stop := iter.Pull2(sensor.Rows(serverInsertBatches, sensor.DrainSendTsUs))
 	defer stop()
 	cols := sensor.NewNativeColumns(sensor.LayoutModern)
+	block := serverInsertRows
+	if n, err := strconv.Atoi(os.Getenv("SERVER_INSERT_CHGO_BLOCK")); err == nil && n > 0 {
+		block = n
+	}
 	fill := func() bool {
 		cols.Reset()
-		for cols.Rows() < serverInsertBlock {
+		for cols.Rows() < block {
 			h, r, ok := next()
 			if !ok {
 				break

@@ -1,6 +1,9 @@
 package clickhouse
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // What the package's external tests look into.
 
@@ -17,3 +20,21 @@ func ParkedRows(s *Sink, t *Table) int { return s.parkedRows(t) }
 // SetBacklogGap sets how long, past insert_linger, a backlog insert waits
 // for its next chunk (insert_linger by default). Call it before Run.
 func SetBacklogGap(s *Sink, d time.Duration) { s.backlogGap = d }
+
+// InsertParts sends the rows of blocks, a part each (their first), as one
+// insert over a new connection to the table's first shard, with every part
+// at hand: as an insert whose deduplication token covers its parts, or a
+// retry, sends them (see joinedBlocks).
+func InsertParts(ctx context.Context, s *Sink, t *Table, blocks []*Block) error {
+	ins := &openInsert{t: t, sealed: true}
+	for _, b := range blocks {
+		ins.add(&part{sub: b.parts[0], chunk: &Chunk{block: b}})
+	}
+	rep := t.shards[0].replicas[0]
+	c, err := s.tr.open(ctx, rep)
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	return c.insert(ctx, t.planFor(t.shards[0]), &partSource{ins: ins}, insertSettings{})
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"sync"
 
 	"github.com/ClickHouse/ch-go"
@@ -43,7 +44,7 @@ func (nt *nativeTransport) open(ctx context.Context, rep *replica) (conn, error)
 	if err != nil {
 		return nil, err
 	}
-	return &nativeConn{c: c, rep: rep}, nil
+	return &nativeConn{c: c, rep: rep, compressed: compressionFor(nt.cfg.Compression, rep.addr) != "none"}, nil
 }
 
 func (nt *nativeTransport) canSendSettings(rep *replica) bool {
@@ -96,6 +97,77 @@ func (nt *nativeTransport) close() {}
 type nativeConn struct {
 	c   *ch.Client
 	rep *replica
+	// compressed: blocks are compressed, so ch-go encodes each into a
+	// buffer of its own before sending it.
+	compressed bool
+	// arena holds what a joined block computes (array offsets,
+	// LowCardinality granules) until the insert is sent.
+	arena proto.Buffer
+}
+
+// maxArena is the most a connection's arena keeps between inserts.
+const maxArena = 16 << 20
+
+// maxCompressedBlock bounds a joined block on a compressed connection:
+// ch-go encodes and compresses each block in memory, and keeps its buffer
+// at the size of the largest.
+const maxCompressedBlock = 8 << 20
+
+// joinedBlocks returns the insert's parts as the input columns of as few
+// blocks as the connection allows: one, or on a compressed connection
+// blocks of about maxCompressedBlock. Parts whose columns cannot be joined
+// go one block each.
+func (nc *nativeConn) joinedBlocks(plan *insertPlan, parts []*part, columns func(*subBlock, proto.Input)) []proto.Input {
+	var blocks []proto.Input
+	var group []*part
+	size := 0
+	flush := func() {
+		if len(group) > 0 {
+			blocks = append(blocks, nc.joinParts(plan, group, columns)...)
+			group, size = nil, 0
+		}
+	}
+	for _, p := range parts {
+		if nc.compressed && size > 0 && size+p.sub.size() > maxCompressedBlock {
+			flush()
+		}
+		group = append(group, p)
+		size += p.sub.size()
+	}
+	flush()
+	return blocks
+}
+
+// joinParts is parts as one block's input, or a block per part when a
+// column of theirs cannot be joined.
+func (nc *nativeConn) joinParts(plan *insertPlan, parts []*part, columns func(*subBlock, proto.Input)) []proto.Input {
+	inputs := make([]proto.Input, len(parts))
+	for j, p := range parts {
+		inputs[j] = plan.input(p.sub)
+		columns(p.sub, inputs[j])
+	}
+	if len(parts) == 1 {
+		return inputs
+	}
+	joined := make(proto.Input, len(inputs[0]))
+	cols := make([]proto.ColInput, len(parts))
+	for i := range joined {
+		rows := 0
+		for j := range parts {
+			cols[j] = inputs[j][i].Data
+			rows += cols[j].Rows()
+		}
+		if !joinable(cols) {
+			return inputs
+		}
+		jc := joinedColumn{parts: slices.Clone(cols), rows: rows, arena: &nc.arena}
+		var data proto.ColInput = &jc
+		if _, ok := cols[0].(proto.StateEncoder); ok {
+			data = &joinedLowCardinality{jc}
+		}
+		joined[i] = proto.InputColumn{Name: inputs[0][i].Name, Data: data}
+	}
+	return []proto.Input{joined}
 }
 
 func (nc *nativeConn) close() { _ = nc.c.Close() }
@@ -109,9 +181,10 @@ func (emptyColumn) EncodeColumn(*proto.Buffer) {}
 func (emptyColumn) WriteColumn(*proto.Writer)  {}
 func (emptyColumn) Reset()                     {}
 
-// insert sends the parts as the blocks of one INSERT: ch-go streams one
-// block per part, asking src for the next one as it goes, and the server
-// squashes them.
+// insert sends the parts as one INSERT. When the insert's parts are all at
+// hand they go as few blocks as the connection allows (joinedBlocks); a
+// streaming insert sends a block per part, ch-go asking src for the next
+// one as it goes, and the server squashes them.
 func (nc *nativeConn) insert(ctx context.Context, plan *insertPlan, src *partSource, s insertSettings) error {
 	if nc.c.IsClosed() {
 		return errConnClosed
@@ -133,13 +206,35 @@ func (nc *nativeConn) insert(ctx context.Context, plan *insertPlan, src *partSou
 			input[i].Data = sub.lowCardinality(plan, i, input[i].Data)
 		}
 	}
-	first := src.next(ctx).sub
-	input := plan.input(first)
-	columns(first, input)
-	q := ch.Query{
-		Body:  plan.target.insertSQL,
-		Input: input,
-		OnInput: func(ctx context.Context) error {
+	q := ch.Query{Body: plan.target.insertSQL}
+	if !src.stream {
+		nc.arena.Buf = nc.arena.Buf[:0]
+		blocks := nc.joinedBlocks(plan, src.ins.parts, columns)
+		input := slices.Clone(blocks[0])
+		q.Input = input
+		if len(blocks) > 1 {
+			next := 1
+			q.OnInput = func(context.Context) error {
+				if next == len(blocks) {
+					input[0].Data = emptyColumn{}
+					return io.EOF
+				}
+				copy(input, blocks[next])
+				next++
+				return nil
+			}
+		}
+		defer func() {
+			if cap(nc.arena.Buf) > maxArena {
+				nc.arena.Buf = nil
+			}
+		}()
+	} else {
+		first := src.next(ctx).sub
+		input := plan.input(first)
+		columns(first, input)
+		q.Input = input
+		q.OnInput = func(ctx context.Context) error {
 			p := src.next(ctx)
 			if p == nil {
 				input[0].Data = emptyColumn{}
@@ -150,7 +245,7 @@ func (nc *nativeConn) insert(ctx context.Context, plan *insertPlan, src *partSou
 			}
 			columns(p.sub, input)
 			return nil
-		},
+		}
 	}
 	if s.dedupToken != "" {
 		q.Settings = append(q.Settings, ch.Setting{Key: "insert_deduplication_token", Value: s.dedupToken, Important: true})
