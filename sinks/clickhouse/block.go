@@ -201,6 +201,7 @@ func (t *Table) newSubBlock() *subBlock {
 	for i, typ := range t.types {
 		s.cols[i] = columnOf(typ)
 	}
+	s.ops = rowOps(s.cols)
 	return s
 }
 
@@ -240,6 +241,7 @@ type Block struct {
 // subBlock is the rows of a block that go to one shard.
 type subBlock struct {
 	cols []column
+	ops  []rowOp // how appendRow decodes each column
 	rows int
 	lc   []lowCardinalityEncoder // Native encoders of LowCardinality columns, made on first use
 }
@@ -290,15 +292,11 @@ func (b *Block) AppendRow(row []byte) error {
 }
 
 func (s *subBlock) appendRow(t *Table, row []byte) error {
-	pos := 0
-	for i, c := range s.cols {
-		n, err := c.decode(row[pos:])
-		if err != nil {
-			s.truncate(s.rows)
-			col := t.Insert[i]
-			return &RowError{Table: t.FullName(), Column: col.Name, Type: col.Type, Err: err}
-		}
-		pos += n
+	pos, i, err := s.decodeOps(row)
+	if err != nil {
+		s.truncate(s.rows)
+		col := t.Insert[i]
+		return &RowError{Table: t.FullName(), Column: col.Name, Type: col.Type, Err: err}
 	}
 	if pos != len(row) {
 		s.truncate(s.rows)
