@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"unsafe"
 
 	"github.com/ClickHouse/ch-go/proto"
 
@@ -31,6 +32,15 @@ type column interface {
 	// so that a fresh block does not grow its buffers value by value.
 	shape(dst []int) []int
 	reserve(shape []int) []int
+	// streams calls fn with each of the column's buffers in the Native
+	// format's order, as they are: array and map offsets as their
+	// in-memory words (the Native bytes on a little-endian machine).
+	streams(fn func([]byte))
+}
+
+// wordBytes is the memory of a slice of words, as bytes.
+func wordBytes(v []uint64) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), 8*len(v))
 }
 
 // errShort is returned when a row ends inside a value.
@@ -117,7 +127,8 @@ func (c *fixedColumn) reserve(s []int) []int {
 	c.buf = make([]byte, 0, s[0])
 	return s[1:]
 }
-func (c *fixedColumn) size() int { return len(c.buf) }
+func (c *fixedColumn) size() int               { return len(c.buf) }
+func (c *fixedColumn) streams(fn func([]byte)) { fn(c.buf) }
 
 // stringColumn holds String values. A String has the same bytes in
 // RowBinary and in the Native format (a uvarint length, then the bytes), so
@@ -165,7 +176,8 @@ func (c *stringColumn) reset() {
 	c.buf = c.buf[:0]
 	c.ends = c.ends[:0]
 }
-func (c *stringColumn) size() int { return len(c.buf) }
+func (c *stringColumn) size() int               { return len(c.buf) }
+func (c *stringColumn) streams(fn func([]byte)) { fn(c.buf) }
 
 // errColumnFull is returned when a column of one block would pass 4 GiB.
 var errColumnFull = fmt.Errorf("the block's column would exceed 4 GiB; lower clickhouse.chunk_bytes")
@@ -224,6 +236,10 @@ func (c *nullableColumn) reset() {
 	c.inner.reset()
 }
 func (c *nullableColumn) size() int { return len(c.nulls) + c.inner.size() }
+func (c *nullableColumn) streams(fn func([]byte)) {
+	fn(c.nulls)
+	c.inner.streams(fn)
+}
 
 // arrayColumn is a column of cumulative offsets followed by the flattened
 // elements.
@@ -283,6 +299,10 @@ func (c *arrayColumn) reset() {
 	c.inner.reset()
 }
 func (c *arrayColumn) size() int { return 8*len(c.offsets) + c.inner.size() }
+func (c *arrayColumn) streams(fn func([]byte)) {
+	fn(wordBytes(c.offsets))
+	c.inner.streams(fn)
+}
 
 // mapColumn is Map(K, V): in the Native format an Array(Tuple(K, V)),
 // cumulative offsets then the key column then the value column; in
@@ -352,6 +372,11 @@ func (c *mapColumn) reset() {
 	c.values.reset()
 }
 func (c *mapColumn) size() int { return 8*len(c.offsets) + c.keys.size() + c.values.size() }
+func (c *mapColumn) streams(fn func([]byte)) {
+	fn(wordBytes(c.offsets))
+	c.keys.streams(fn)
+	c.values.streams(fn)
+}
 
 // tupleColumn is Tuple(T1, …) or Tuple(name1 T1, …): one column per
 // element, in order, in both RowBinary and the Native format.
@@ -441,6 +466,12 @@ func (c *tupleColumn) reset() {
 		e.reset()
 	}
 }
+func (c *tupleColumn) streams(fn func([]byte)) {
+	for _, e := range c.elems {
+		e.streams(fn)
+	}
+}
+
 func (c *tupleColumn) size() int {
 	n := 0
 	for _, e := range c.elems {

@@ -15,8 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/ClickHouse/ch-go/proto"
-	"github.com/go-faster/city"
+	"github.com/zeebo/xxh3"
 )
 
 // transport is how inserts and metadata queries reach a server.
@@ -244,8 +243,6 @@ type worker struct {
 	conn    conn
 	connRep *replica
 	timer   *time.Timer
-	// tokenBuf holds one column at a time while dedupToken hashes it.
-	tokenBuf proto.Buffer
 }
 
 func (w *worker) closeConn() {
@@ -659,17 +656,21 @@ type OffsetRange interface {
 // parts' offset ranges and their contents. It returns "" unless every part
 // carries acks and all of them implement OffsetRange: without offsets the
 // server's own content hash is no worse. The contents are part of the
-// token because a batch's rows may be split over several chunks.
-//
-// Each column is encoded into the worker's buffer and hashed on its own,
-// so that the buffer holds one column of one part, not the insert.
+// token because a batch's rows may be split over several chunks. Each of
+// a column's buffers is hashed where it is, with no copy.
 func (w *worker) dedupToken(t *Table, parts []*part) string {
 	h := sha256.New()
-	h.Write([]byte("sluice-dedup-v2\x00" + t.target.fullName() + "\x00"))
+	h.Write([]byte("sluice-dedup-v3\x00" + t.target.fullName() + "\x00"))
 	var num [8]byte
 	put := func(v uint64) {
 		binary.LittleEndian.PutUint64(num[:], v)
 		h.Write(num[:])
+	}
+	stream := func(b []byte) {
+		sum := xxh3.Hash128(b)
+		put(uint64(len(b)))
+		put(sum.Lo)
+		put(sum.Hi)
 	}
 	for _, p := range parts {
 		if len(p.chunk.acks) == 0 {
@@ -687,19 +688,11 @@ func (w *worker) dedupToken(t *Table, parts []*part) string {
 			put(uint64(last))
 		}
 		// The columns as decoded: encodeNative would also build the
-		// LowCardinality dictionaries, a map lookup per value.
+		// LowCardinality dictionaries, a lookup per value.
 		put(uint64(p.sub.rows))
 		for _, c := range p.sub.cols {
-			w.tokenBuf.Reset()
-			c.EncodeColumn(&w.tokenBuf)
-			sum := city.CH128(w.tokenBuf.Buf)
-			put(sum.Low)
-			put(sum.High)
+			c.streams(stream)
 		}
-	}
-	if cap(w.tokenBuf.Buf) > maxTokenBuf {
-		// A part of an unusually large chunk: do not keep its column.
-		w.tokenBuf.Buf = nil
 	}
 	return "sluice-" + hex.EncodeToString(h.Sum(nil)[:16])
 }
@@ -712,10 +705,6 @@ func segmentToken(t *Table, segment string) string {
 	h := sha256.Sum256([]byte("sluice-segment-v1\x00" + t.target.fullName() + "\x00" + segment))
 	return "sluice-seg-" + hex.EncodeToString(h[:16])
 }
-
-// maxTokenBuf is the most a worker's tokenBuf keeps between inserts: a
-// column of a chunk of the default chunk_bytes fits.
-const maxTokenBuf = 4 << 20
 
 // backoff is exponential backoff with full jitter.
 type backoff struct {
