@@ -128,6 +128,58 @@ type lowCardinalityString struct {
 	used  int
 	index proto.ColStr
 	keys  []uint32
+	// cache holds recent values of up to 16 bytes and their keys plus one
+	// (0: empty), by a hash of their words; reset clears it with the
+	// dictionary.
+	cache [lcCacheSlots]lcCacheEntry
+}
+
+// lcCacheBits sizes an encoder's cache of short values: 1<<lcCacheBits
+// slots.
+const (
+	lcCacheBits  = 7
+	lcCacheSlots = 1 << lcCacheBits
+	// lcCacheMisses is how far the misses of an encoding may pass its
+	// hits before it stops using the cache.
+	lcCacheMisses = 2 * lcCacheSlots
+)
+
+type lcCacheEntry struct {
+	v   lcShort
+	key uint32
+}
+
+// lcShort is a value of up to 16 bytes: its length and its bytes as two
+// little-endian words, the first the bytes from its start (those past its
+// length zero), the second, for 8 bytes or more, the last eight. Two
+// values are equal when their lcShort are.
+type lcShort struct {
+	w0, w1 uint64
+	n      int
+}
+
+// shortValue reads full[at:at+n] as an lcShort when n <= 16 and the eight
+// bytes from at are within full (which may read past the value, within the
+// buffer's capacity; the bytes past it are masked off).
+func shortValue(full []byte, at, n int) (lcShort, bool) {
+	if n > 16 || at+8 > len(full) {
+		return lcShort{}, false
+	}
+	v := lcShort{w0: binary.LittleEndian.Uint64(full[at:]), n: n}
+	if n >= 8 {
+		v.w1 = binary.LittleEndian.Uint64(full[at+n-8:])
+	} else {
+		v.w0 &= 1<<(8*n) - 1
+	}
+	return v, true
+}
+
+// slot is where the cache keeps v. The cache only saves lookups: values
+// that share a slot each miss, and the dictionary, whose hash is seeded,
+// answers.
+func (v lcShort) slot() int {
+	h := (v.w0 ^ v.w1*0x9e3779b97f4a7c15 ^ uint64(v.n)) * 0xbf58476d1ce4e5b9
+	return int(h >> (64 - lcCacheBits))
 }
 
 type lcSlot struct {
@@ -175,41 +227,59 @@ func (c *lowCardinalityString) EncodeColumn(b *proto.Buffer) {
 		// Without a global dictionary, key 0 of a Nullable dictionary is NULL.
 		c.index.AppendBytes(nil)
 	}
-	// A value equal to the row before's takes its key without a lookup:
-	// a record's rows often repeat a value (its sensor, its source). A
-	// column whose values change row after row stops comparing after
-	// runMisses misses in a row.
-	const runMisses = 16
-	var prev []byte
-	prevKey, misses := uint32(0), runMisses
+	// A value of up to 16 bytes is read as two words and its length, which
+	// are the value: it is compared with the row before's, then looked up
+	// in a small cache of the part's recent values, with no call and no
+	// hashing; a longer value, or one the cache does not hold, goes to the
+	// dictionary (key). A value equal to the row before's takes its key at
+	// once: a record's rows often repeat one (its sensor, its source). A
+	// column whose values miss the cache far more than they hit it goes
+	// straight to the dictionary for the rest of the part.
 	buf, ends := c.src.buf, c.src.ends[:rows]
-	start := uint32(0)
-	for i, end := range ends {
-		v := buf[start:end]
+	full := buf[:cap(buf)]
+	var prev lcShort
+	prevKey := uint32(math.MaxUint32) // no row before
+	misses := 0                       // cache misses, less hits, so far
+	start := 0
+	for i, e := range ends {
+		end := int(e)
+		at := start
 		start = end
 		if c.nulls != nil && c.nulls[i] == 1 {
 			c.keys = append(c.keys, 0)
 			continue
 		}
 		// The value's length prefix: one byte below 128.
-		if len(v) > 0 && v[0] < 0x80 {
-			v = v[1:]
+		if buf[at] < 0x80 {
+			at++
 		} else {
-			_, k := binary.Uvarint(v)
-			v = v[k:]
+			_, k := binary.Uvarint(buf[at:end])
+			at += k
 		}
-		switch {
-		case i == 0:
-			misses = 0
-		case misses < runMisses:
-			if bytes.Equal(v, prev) {
-				misses = 0
-				c.keys = append(c.keys, prevKey)
-				continue
-			}
+		if misses > lcCacheMisses {
+			// The column's values do not repeat within the cache's reach:
+			// the cache would only cost.
+			c.keys = append(c.keys, c.key(buf[at:end]))
+			continue
+		}
+		v, ok := shortValue(full, at, end-at)
+		if !ok {
+			prevKey = math.MaxUint32
+			c.keys = append(c.keys, c.key(buf[at:end]))
+			continue
+		}
+		if v == prev && prevKey != math.MaxUint32 {
+			c.keys = append(c.keys, prevKey)
+			continue
+		}
+		e := &c.cache[v.slot()]
+		if e.v != v || e.key == 0 {
+			e.v, e.key = v, c.key(buf[at:end])+1
 			misses++
+		} else if misses > 0 {
+			misses--
 		}
-		prev, prevKey = v, c.key(v)
+		prev, prevKey = v, e.key-1
 		c.keys = append(c.keys, prevKey)
 	}
 	n := c.index.Rows()
@@ -329,6 +399,7 @@ func (c *lowCardinalityString) reset() {
 	c.used = 0
 	c.index.Reset()
 	c.keys = c.keys[:0]
+	clear(c.cache[:])
 }
 
 // key returns v's dictionary key, adding v to the dictionary if it is new.

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/maphash"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -288,5 +289,78 @@ func TestLowCardinalityKindsGetTheirEncoder(t *testing.T) {
 	}
 	if kind, _ := lowCardinalityKind("Array(String)"); kind != 0 {
 		t.Errorf("Array(String): kind %d, want 0", kind)
+	}
+}
+
+// TestLowCardinalityShortValues: values of every length from 0 to 20
+// bytes, around the 8 and 16 that the encoder reads as words, repeating
+// at random, many sharing a slot of its cache, some Nullable and NULL,
+// read back by ch-go as they were; the last value of the column sits at
+// the end of its buffer's capacity, where the encoder cannot read eight
+// bytes. Columns whose values miss the cache ever more (fresh values)
+// read back too.
+func TestLowCardinalityShortValues(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(3, 4))
+	for _, tc := range []struct {
+		name     string
+		distinct int // values drawn from; 0: every value new
+		nullable bool
+	}{{"few", 40, false}, {"many", 2000, false}, {"nullable", 60, true}, {"fresh", 0, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			value := func(k int) string {
+				n := k % 21
+				s := fmt.Sprintf("%0*d", max(n, 1), k)
+				return s[len(s)-n:]
+			}
+			var want []string
+			var c stringColumn
+			var nulls []byte
+			for i := range 5000 {
+				k := i
+				if tc.distinct > 0 {
+					k = rnd.IntN(tc.distinct)
+					if rnd.IntN(3) == 0 && i > 0 {
+						k = -1 // the row before's
+					}
+				}
+				var v string
+				if k < 0 {
+					v = want[i-1]
+				} else {
+					v = value(k)
+				}
+				null := tc.nullable && rnd.IntN(5) == 0
+				if null {
+					v = "NULL"
+					nulls = append(nulls, 1)
+					c.appendDefault()
+				} else {
+					nulls = append(nulls, 0)
+					if _, err := c.decode(append(binary.AppendUvarint(nil, uint64(len(v))), v...)); err != nil {
+						t.Fatal(err)
+					}
+				}
+				want = append(want, v)
+			}
+			c.buf = c.buf[:len(c.buf):len(c.buf)] // no bytes past the last value
+			var enc *lowCardinalityString
+			if tc.nullable {
+				enc = newLowCardinalityString(&nullableColumn{nulls: nulls, inner: &c})
+				enc.bind(&nullableColumn{nulls: nulls, inner: &c})
+			} else {
+				enc = newLowCardinalityString(&c)
+			}
+			for range 2 {
+				var b proto.Buffer
+				enc.EncodeState(&b)
+				enc.EncodeColumn(&b)
+				got, _ := readGranules(t, b.Buf, len(want), tc.nullable)
+				for i := range want {
+					if got[i] != want[i] {
+						t.Fatalf("row %d = %q, want %q", i, got[i], want[i])
+					}
+				}
+			}
+		})
 	}
 }
