@@ -42,29 +42,36 @@ import (
 // between a write and the next one, to be jumped over on every value
 // (benchmarks/README.md has the figures).
 type FlatRow struct {
-	// The row's bytes go straight into o.buf's backing array, past its
-	// length, which End advances: buf[:off] is written. Flat reserves room
+	// The rows' bytes go straight into o.buf's backing array, past its
+	// length: buf[:off] is written. The SDK hands them back to o (sync)
+	// when the record ends, or when Row or a Flat of another table needs
+	// the buffer; End only counts its row. Flat reserves room
 	// for every fixed-width value and NULL marker of the row
 	// (Table.flatFixed), and a string or an array makes room for itself
 	// and that reserve again, so a fixed-width write needs no check of its
 	// own: it is one store at base+off. A value is written only when its
 	// slot matches, and each slot once, so what a row's fixed-width writes
 	// take never exceeds the reserve (TestFlatRowKeepsItsRoom).
-	buf   []byte         // o.buf, taken by Flat and handed back by End
-	base  unsafe.Pointer // buf's backing array
-	off   int            // where the next byte goes
-	lim   int            // cap(buf) - t.flatFixed: a variable write must end by it
-	sp    unsafe.Pointer // the table's slots (t.flat): what each value must be; the last is slotEnd
-	n     int            // the next value's slot
-	o     *Output
-	t     *Table
-	failN int   // the slot of the first mismatch
-	failK uint8 // what was written there; 0 while there was none
-	start int   // offset of the row's u32 length in buf
-	open  bool
+	buf    []byte         // o.buf, taken by Flat and handed back by sync
+	base   unsafe.Pointer // buf's backing array
+	off    int            // where the next byte goes
+	lim    int            // cap(buf) - t.flatFixed: a variable write must end by it
+	sp     unsafe.Pointer // the table's slots (t.flat), or unbound: what each value must be
+	n      int            // the next value's slot
+	o      *Output
+	t      *Table         // the table of the last row
+	idx    uint16         // t.Index
+	rows   uint32         // rows ended since the last sync
+	failN  int            // the slot of the first mismatch
+	failSP unsafe.Pointer // the slots then
+	failK  uint8          // what was written there; 0 while there was none
+	start  int            // offset of the row's u32 length in buf
 }
 
 // The slots of a table's flat layout. A scalar's slot is its chtype.Kind.
+// A table's slots end in slotEnd, where End finds a complete row, then
+// slotClosed, where End leaves the writer and Flat finds it. A writer
+// bound to no buffer is at slotUnbound. No write matches any of the three.
 const (
 	slotEnd         = uint8(chtype.Invalid)  // past the last column
 	slotNull        = uint8(chtype.Nullable) // a Nullable's marker; its value's slot follows
@@ -72,14 +79,20 @@ const (
 	slotArrayString = slotArray | uint8(chtype.String)
 	slotArrayInt64  = slotArray | uint8(chtype.Int64)
 	slotArrayUInt64 = slotArray | uint8(chtype.UInt64)
+	slotUnbound     = 0xfc // no row and no buffer
+	slotClosed      = 0xfd // the row has ended
 	slotOther       = 0xff // a column FlatRow cannot write
 
 	wroteNotNull = 0xfe // failK of a NotNull
 )
 
-// endOnly is the layout of a FlatRow that could not start: every write
-// mismatches.
-var endOnly = []uint8{slotEnd}
+// unbound is the layout of a FlatRow with no buffer: every write, End and
+// Flat take their slow paths.
+var unbound = []uint8{slotUnbound}
+
+// flatHeader is the bytes before a row's values: its table index and
+// length.
+const flatHeader = 6
 
 // maxVarint is the most bytes a length's uvarint takes.
 const maxVarint = binary.MaxVarintLen64
@@ -97,8 +110,9 @@ func flatScalar(k chtype.Kind) bool {
 	return false
 }
 
-// flatLayout returns the slots of a table's columns, ending in slotEnd,
-// the column of each slot (the end's is len(cols)), and the bytes a row's
+// flatLayout returns the slots of a table's columns, ending in slotEnd and
+// slotClosed, the column of each slot (the ends' is len(cols)), and the
+// bytes a row's
 // fixed-width values and NULL markers take at most (what Flat reserves).
 func flatLayout(cols []Column) (slots []uint8, col []int, fixed int) {
 	for i, c := range cols {
@@ -118,7 +132,7 @@ func flatLayout(cols []Column) (slots []uint8, col []int, fixed int) {
 			slots, col = append(slots, slotOther), append(col, i)
 		}
 	}
-	return append(slots, slotEnd), append(col, len(cols)), fixed
+	return append(slots, slotEnd, slotClosed), append(col, len(cols), len(cols)), fixed
 }
 
 // flatWidth is the bytes of a value of scalar kind k in RowBinary; 0 for
@@ -143,77 +157,118 @@ func flatWidth(k chtype.Kind) int {
 // value per column, in column order, then call End.
 func (o *Output) Flat(t *Table) *FlatRow {
 	w := &o.flat
-	if o.err != nil || o.row.open || w.open || w.failK != 0 || t == nil || t.cfg != o.cfg {
+	if w.t != t || w.slot() != slotClosed || w.off+flatHeader > w.lim {
+		return o.flatSlow(t)
+	}
+	w.next()
+	return w
+}
+
+// next starts a row after the last one, which has ended, in the room the
+// caller checked for its header.
+func (w *FlatRow) next() {
+	w.closeRow()
+	put16(unsafe.Add(w.base, w.off), w.idx)
+	w.start, w.off, w.n = w.off+2, w.off+flatHeader, 0
+}
+
+// closeRow writes the length of the row that ended last and counts it,
+// which End leaves to it. The writer is at slotClosed, its last row not yet
+// closed: each row is closed once, by the Flat after it or by sync.
+func (w *FlatRow) closeRow() {
+	put32(unsafe.Add(w.base, w.start), uint32(w.off-w.start-4))
+	w.rows++
+}
+
+// flatSlow is Flat when the writer is not past an ended row of t with
+// room for the next one's header: it checks for misuse, hands the writer's
+// rows to o, and binds the writer to t and o's buffer, with room for a
+// row's header and fixed-width values, and starts the row.
+func (o *Output) flatSlow(t *Table) *FlatRow {
+	w := &o.flat
+	if o.err != nil || o.row.open || w.isOpen() || w.failK != 0 || t == nil || t.cfg != o.cfg {
 		o.rowMisuse(t, "Flat")
 		w.stop()
 		w.failK = 0
 		return w
 	}
+	w.sync()
 	b := o.buf
-	if need := 6 + t.flatFixed; cap(b)-len(b) < need {
+	if need := flatHeader + t.flatFixed; cap(b)-len(b) < need {
 		b = slices.Grow(b, need)
 	}
-	w.t, w.n, w.failK, w.open = t, 0, 0, true
-	w.sp = unsafe.Pointer(unsafe.SliceData(t.flat))
+	w.t, w.idx, w.failK = t, uint16(t.Index), 0
+	w.sp, w.n = unsafe.Pointer(unsafe.SliceData(t.flat)), 0
 	w.buf, w.base, w.lim = b, unsafe.Pointer(unsafe.SliceData(b)), cap(b)-t.flatFixed
-	at := unsafe.Add(w.base, len(b))
-	put16(at, uint16(t.Index))
-	put32(unsafe.Add(at, 2), 0) // the length, patched by End
-	w.start, w.off = len(b)+2, len(b)+6
+	put16(unsafe.Add(w.base, len(b)), w.idx)
+	w.start, w.off = len(b)+2, len(b)+flatHeader
 	return w
 }
 
-// stop leaves w with no row: every write is a mismatch until the next
-// Flat.
+// sync hands o the rows written since the last sync: its buffer up to
+// them, and the count of those ended, the last closed first. A row still
+// open goes too; its record is failing. The writer must then be bound
+// again (flatSlow) or stopped.
+func (w *FlatRow) sync() {
+	if w.base == nil {
+		return
+	}
+	if w.slot() == slotClosed {
+		w.closeRow()
+	}
+	w.o.buf = w.buf[:w.off]
+	w.o.nrows += w.rows
+	w.rows = 0
+}
+
+// stop leaves w with no row and no buffer, its rows dropped: every write
+// is a mismatch, and the next Flat binds it again.
 func (w *FlatRow) stop() {
-	w.open, w.buf, w.base, w.off, w.lim, w.n = false, nil, nil, 0, 0, 0
-	w.sp = unsafe.Pointer(unsafe.SliceData(endOnly))
+	w.buf, w.base, w.off, w.lim, w.n, w.rows = nil, nil, 0, 0, 0, 0
+	w.sp = unsafe.Pointer(unsafe.SliceData(unbound))
+}
+
+// isOpen reports whether a row is started and not ended.
+func (w *FlatRow) isOpen() bool {
+	s := w.slot()
+	return s != slotClosed && s != slotUnbound
 }
 
 // End finishes the row. It returns the record's error, if any: the first
 // mismatched write, columns left unwritten, or an earlier error of the
-// record.
+// record. It inlines, and a complete row costs it one compare and an add:
+// the row's length is written, and the row counted, by the next Flat or
+// when the record ends.
 func (w *FlatRow) End() error {
-	o := w.o
-	if w.failK != 0 || o.err != nil || !w.open || w.slot() != slotEnd || uint64(w.off-w.start-4) > math.MaxUint32 {
+	if w.slot() != slotEnd {
 		return w.endSlow()
 	}
-	put32(unsafe.Add(w.base, w.start), uint32(w.off-w.start-4))
-	o.buf = w.buf[:w.off]
-	// Closing the row is enough to stop it: its next slot is the end,
-	// which every write mismatches, and the next Flat sets the rest.
-	// (stop's stores of the pointers cost more than the row's other
-	// bookkeeping.)
-	w.open = false
-	o.nrows++
+	w.n++ // slotClosed: the next Flat, or sync, writes the row's length and counts it
 	return nil
 }
 
 func (w *FlatRow) endSlow() error {
 	o := w.o
-	if w.open {
-		o.buf = w.buf[:w.off]
-	}
 	switch {
 	case o.err != nil:
-	case !w.open:
+	case !w.isOpen():
 		o.fail(errors.New("sluice: End called with no row started"))
 	case w.failK != 0:
 		o.fail(w.mismatch())
-	case w.slot() != slotEnd:
+	default:
 		c := &w.t.Columns[w.t.flatCol[w.n]]
 		o.fail(fmt.Errorf("sluice: table %q: row ended after %d of %d columns: column %q (%s) not written",
 			w.t.Name, w.t.flatCol[w.n], len(w.t.Columns), c.Name, c.Type))
-	default:
-		o.fail(fmt.Errorf("sluice: table %q: row of %d bytes is too long", w.t.Name, w.off-w.start-4))
 	}
+	w.sync()
 	w.stop()
 	w.failK = 0
 	return o.err
 }
 
-// slot is what the next value must be. n never passes the slotEnd that
-// ends the slots: it moves on only past a slot a write matched.
+// slot is what the next value must be. n never passes the slotClosed that
+// ends the slots: it moves on only past a slot a write matched, or past
+// slotEnd in End.
 func (w *FlatRow) slot() uint8 { return *(*uint8)(unsafe.Add(w.sp, w.n)) }
 
 // at is where the next byte goes.
@@ -236,6 +291,9 @@ func (w *FlatRow) room(k int) {
 
 //go:noinline
 func (w *FlatRow) grow(k int) {
+	if uint64(w.off-w.start-4)+uint64(k) > math.MaxUint32 {
+		panic(fmt.Errorf("sluice: table %q: row of more than %d bytes is too long", w.t.Name, uint64(math.MaxUint32)))
+	}
 	b := slices.Grow(w.buf[:w.off], k+w.t.flatFixed)
 	w.buf, w.base, w.lim = b, unsafe.Pointer(unsafe.SliceData(b)), cap(b)-w.t.flatFixed
 }
@@ -258,7 +316,7 @@ func putBytes(buf []byte, off int, s []byte) int {
 
 // mismatch describes the first misplaced write.
 func (w *FlatRow) mismatch() error {
-	return misplaced{w.t, w.failN, w.failK, w.open}.err()
+	return misplaced{w.t, w.failN, w.failK, w.failSP}.err()
 }
 
 // misplaced is a misplaced write: of code k, at slot n of table t's
@@ -266,17 +324,17 @@ func (w *FlatRow) mismatch() error {
 // error); the SDK recovers it and fails the record with it
 // (Instance.recovered).
 type misplaced struct {
-	t    *Table
-	n    int
-	k    uint8
-	open bool
+	t  *Table
+	n  int
+	k  uint8
+	sp unsafe.Pointer // the writer's slots then: t.flat, or unbound
 }
 
 func (m misplaced) Error() string { return m.err().Error() }
 
 func (m misplaced) err() error {
 	t, got := m.t, wroteName(m.k)
-	if !m.open {
+	if s := *(*uint8)(unsafe.Add(m.sp, m.n)); s == slotClosed || s == slotUnbound {
 		return fmt.Errorf("sluice: %s value written with no row started (call Output.Flat first)", got)
 	}
 	s := t.flat[m.n]
@@ -329,9 +387,9 @@ func (w *FlatRow) Null() *FlatRow {
 		w.n += 2
 	} else {
 		if w.failK == 0 {
-			w.failK, w.failN = slotNull, w.n
+			w.failK, w.failN, w.failSP = slotNull, w.n, w.sp
 		}
-		panic(misplaced{w.t, w.n, slotNull, w.open})
+		panic(misplaced{w.t, w.n, slotNull, w.sp})
 	}
 	return w
 }
@@ -344,9 +402,9 @@ func (w *FlatRow) NotNull() *FlatRow {
 		w.n++
 	} else {
 		if w.failK == 0 {
-			w.failK, w.failN = wroteNotNull, w.n
+			w.failK, w.failN, w.failSP = wroteNotNull, w.n, w.sp
 		}
-		panic(misplaced{w.t, w.n, wroteNotNull, w.open})
+		panic(misplaced{w.t, w.n, wroteNotNull, w.sp})
 	}
 	return w
 }
@@ -377,9 +435,9 @@ func (w *FlatRow) UInt8(v uint8) *FlatRow {
 		w.n++
 	} else {
 		if w.failK == 0 {
-			w.failK, w.failN = uint8(chtype.UInt8), w.n
+			w.failK, w.failN, w.failSP = uint8(chtype.UInt8), w.n, w.sp
 		}
-		panic(misplaced{w.t, w.n, uint8(chtype.UInt8), w.open})
+		panic(misplaced{w.t, w.n, uint8(chtype.UInt8), w.sp})
 	}
 	return w
 }
@@ -392,9 +450,9 @@ func (w *FlatRow) UInt16(v uint16) *FlatRow {
 		w.n++
 	} else {
 		if w.failK == 0 {
-			w.failK, w.failN = uint8(chtype.UInt16), w.n
+			w.failK, w.failN, w.failSP = uint8(chtype.UInt16), w.n, w.sp
 		}
-		panic(misplaced{w.t, w.n, uint8(chtype.UInt16), w.open})
+		panic(misplaced{w.t, w.n, uint8(chtype.UInt16), w.sp})
 	}
 	return w
 }
@@ -407,9 +465,9 @@ func (w *FlatRow) UInt32(v uint32) *FlatRow {
 		w.n++
 	} else {
 		if w.failK == 0 {
-			w.failK, w.failN = uint8(chtype.UInt32), w.n
+			w.failK, w.failN, w.failSP = uint8(chtype.UInt32), w.n, w.sp
 		}
-		panic(misplaced{w.t, w.n, uint8(chtype.UInt32), w.open})
+		panic(misplaced{w.t, w.n, uint8(chtype.UInt32), w.sp})
 	}
 	return w
 }
@@ -422,9 +480,9 @@ func (w *FlatRow) UInt64(v uint64) *FlatRow {
 		w.n++
 	} else {
 		if w.failK == 0 {
-			w.failK, w.failN = uint8(chtype.UInt64), w.n
+			w.failK, w.failN, w.failSP = uint8(chtype.UInt64), w.n, w.sp
 		}
-		panic(misplaced{w.t, w.n, uint8(chtype.UInt64), w.open})
+		panic(misplaced{w.t, w.n, uint8(chtype.UInt64), w.sp})
 	}
 	return w
 }
@@ -437,9 +495,9 @@ func (w *FlatRow) Int8(v int8) *FlatRow {
 		w.n++
 	} else {
 		if w.failK == 0 {
-			w.failK, w.failN = uint8(chtype.Int8), w.n
+			w.failK, w.failN, w.failSP = uint8(chtype.Int8), w.n, w.sp
 		}
-		panic(misplaced{w.t, w.n, uint8(chtype.Int8), w.open})
+		panic(misplaced{w.t, w.n, uint8(chtype.Int8), w.sp})
 	}
 	return w
 }
@@ -452,9 +510,9 @@ func (w *FlatRow) Int16(v int16) *FlatRow {
 		w.n++
 	} else {
 		if w.failK == 0 {
-			w.failK, w.failN = uint8(chtype.Int16), w.n
+			w.failK, w.failN, w.failSP = uint8(chtype.Int16), w.n, w.sp
 		}
-		panic(misplaced{w.t, w.n, uint8(chtype.Int16), w.open})
+		panic(misplaced{w.t, w.n, uint8(chtype.Int16), w.sp})
 	}
 	return w
 }
@@ -467,9 +525,9 @@ func (w *FlatRow) Int32(v int32) *FlatRow {
 		w.n++
 	} else {
 		if w.failK == 0 {
-			w.failK, w.failN = uint8(chtype.Int32), w.n
+			w.failK, w.failN, w.failSP = uint8(chtype.Int32), w.n, w.sp
 		}
-		panic(misplaced{w.t, w.n, uint8(chtype.Int32), w.open})
+		panic(misplaced{w.t, w.n, uint8(chtype.Int32), w.sp})
 	}
 	return w
 }
@@ -482,9 +540,9 @@ func (w *FlatRow) Int64(v int64) *FlatRow {
 		w.n++
 	} else {
 		if w.failK == 0 {
-			w.failK, w.failN = uint8(chtype.Int64), w.n
+			w.failK, w.failN, w.failSP = uint8(chtype.Int64), w.n, w.sp
 		}
-		panic(misplaced{w.t, w.n, uint8(chtype.Int64), w.open})
+		panic(misplaced{w.t, w.n, uint8(chtype.Int64), w.sp})
 	}
 	return w
 }
@@ -497,9 +555,9 @@ func (w *FlatRow) Float32(v float32) *FlatRow {
 		w.n++
 	} else {
 		if w.failK == 0 {
-			w.failK, w.failN = uint8(chtype.Float32), w.n
+			w.failK, w.failN, w.failSP = uint8(chtype.Float32), w.n, w.sp
 		}
-		panic(misplaced{w.t, w.n, uint8(chtype.Float32), w.open})
+		panic(misplaced{w.t, w.n, uint8(chtype.Float32), w.sp})
 	}
 	return w
 }
@@ -512,9 +570,9 @@ func (w *FlatRow) Float64(v float64) *FlatRow {
 		w.n++
 	} else {
 		if w.failK == 0 {
-			w.failK, w.failN = uint8(chtype.Float64), w.n
+			w.failK, w.failN, w.failSP = uint8(chtype.Float64), w.n, w.sp
 		}
-		panic(misplaced{w.t, w.n, uint8(chtype.Float64), w.open})
+		panic(misplaced{w.t, w.n, uint8(chtype.Float64), w.sp})
 	}
 	return w
 }
@@ -527,9 +585,9 @@ func (w *FlatRow) Bool(v bool) *FlatRow {
 		w.n++
 	} else {
 		if w.failK == 0 {
-			w.failK, w.failN = uint8(chtype.Bool), w.n
+			w.failK, w.failN, w.failSP = uint8(chtype.Bool), w.n, w.sp
 		}
-		panic(misplaced{w.t, w.n, uint8(chtype.Bool), w.open})
+		panic(misplaced{w.t, w.n, uint8(chtype.Bool), w.sp})
 	}
 	return w
 }
@@ -542,9 +600,9 @@ func (w *FlatRow) Date(days uint16) *FlatRow {
 		w.n++
 	} else {
 		if w.failK == 0 {
-			w.failK, w.failN = uint8(chtype.Date), w.n
+			w.failK, w.failN, w.failSP = uint8(chtype.Date), w.n, w.sp
 		}
-		panic(misplaced{w.t, w.n, uint8(chtype.Date), w.open})
+		panic(misplaced{w.t, w.n, uint8(chtype.Date), w.sp})
 	}
 	return w
 }
@@ -557,9 +615,9 @@ func (w *FlatRow) Date32(days int32) *FlatRow {
 		w.n++
 	} else {
 		if w.failK == 0 {
-			w.failK, w.failN = uint8(chtype.Date32), w.n
+			w.failK, w.failN, w.failSP = uint8(chtype.Date32), w.n, w.sp
 		}
-		panic(misplaced{w.t, w.n, uint8(chtype.Date32), w.open})
+		panic(misplaced{w.t, w.n, uint8(chtype.Date32), w.sp})
 	}
 	return w
 }
@@ -572,9 +630,9 @@ func (w *FlatRow) DateTime(sec uint32) *FlatRow {
 		w.n++
 	} else {
 		if w.failK == 0 {
-			w.failK, w.failN = uint8(chtype.DateTime), w.n
+			w.failK, w.failN, w.failSP = uint8(chtype.DateTime), w.n, w.sp
 		}
-		panic(misplaced{w.t, w.n, uint8(chtype.DateTime), w.open})
+		panic(misplaced{w.t, w.n, uint8(chtype.DateTime), w.sp})
 	}
 	return w
 }
@@ -588,9 +646,9 @@ func (w *FlatRow) DateTime64(ticks int64) *FlatRow {
 		w.n++
 	} else {
 		if w.failK == 0 {
-			w.failK, w.failN = uint8(chtype.DateTime64), w.n
+			w.failK, w.failN, w.failSP = uint8(chtype.DateTime64), w.n, w.sp
 		}
-		panic(misplaced{w.t, w.n, uint8(chtype.DateTime64), w.open})
+		panic(misplaced{w.t, w.n, uint8(chtype.DateTime64), w.sp})
 	}
 	return w
 }
@@ -605,9 +663,9 @@ func (w *FlatRow) UUID(u [16]byte) *FlatRow {
 		w.n++
 	} else {
 		if w.failK == 0 {
-			w.failK, w.failN = uint8(chtype.UUID), w.n
+			w.failK, w.failN, w.failSP = uint8(chtype.UUID), w.n, w.sp
 		}
-		panic(misplaced{w.t, w.n, uint8(chtype.UUID), w.open})
+		panic(misplaced{w.t, w.n, uint8(chtype.UUID), w.sp})
 	}
 	return w
 }
@@ -620,9 +678,9 @@ func (w *FlatRow) IPv4(a [4]byte) *FlatRow {
 		w.n++
 	} else {
 		if w.failK == 0 {
-			w.failK, w.failN = uint8(chtype.IPv4), w.n
+			w.failK, w.failN, w.failSP = uint8(chtype.IPv4), w.n, w.sp
 		}
-		panic(misplaced{w.t, w.n, uint8(chtype.IPv4), w.open})
+		panic(misplaced{w.t, w.n, uint8(chtype.IPv4), w.sp})
 	}
 	return w
 }
@@ -635,9 +693,9 @@ func (w *FlatRow) IPv6(a [16]byte) *FlatRow {
 		w.n++
 	} else {
 		if w.failK == 0 {
-			w.failK, w.failN = uint8(chtype.IPv6), w.n
+			w.failK, w.failN, w.failSP = uint8(chtype.IPv6), w.n, w.sp
 		}
-		panic(misplaced{w.t, w.n, uint8(chtype.IPv6), w.open})
+		panic(misplaced{w.t, w.n, uint8(chtype.IPv6), w.sp})
 	}
 	return w
 }
@@ -735,7 +793,7 @@ func boolByte(v bool) uint8 {
 // not inline anyway.
 func (w *FlatRow) wrote(k uint8) *FlatRow {
 	if w.failK == 0 {
-		w.failK, w.failN = k, w.n
+		w.failK, w.failN, w.failSP = k, w.n, w.sp
 	}
-	panic(misplaced{w.t, w.n, k, w.open})
+	panic(misplaced{w.t, w.n, k, w.sp})
 }

@@ -451,8 +451,9 @@ func TestFlatRowAllocs(t *testing.T) {
 // FlatRow's speed is that its writes inline into the module's code; a
 // change that pushes one over the compiler's budget (a call on its
 // mismatch path, say) would keep every row correct and only slow it
-// down, so this asks the compiler, for the wasm target, directly. Bytes
-// is a call (making room for a string does not fit the budget); String
+// down, so this asks the compiler, for the wasm target, directly. End
+// inlines too (it leaves the row's length to the next Flat). Bytes is a
+// call (making room for a string does not fit the budget); String
 // inlines into that call.
 func TestFlatRowWritesInline(t *testing.T) {
 	if testing.Short() {
@@ -464,7 +465,7 @@ func TestFlatRowWritesInline(t *testing.T) {
 	if err != nil {
 		t.Fatalf("go build -gcflags=-m: %v\n%s", err, out)
 	}
-	for _, m := range []string{"Null", "NotNull", "String", "UInt8", "UInt16", "UInt32", "UInt64",
+	for _, m := range []string{"End", "Null", "NotNull", "String", "UInt8", "UInt16", "UInt32", "UInt64",
 		"Int8", "Int16", "Int32", "Int64", "Float32", "Float64", "Bool", "Date", "Date32", "DateTime", "DateTime64", "IPv6"} {
 		if want := "can inline (*FlatRow)." + m + "\n"; !bytes.Contains(out, []byte(want)) {
 			t.Errorf("the compiler does not inline (*FlatRow).%s for wasm", m)
@@ -598,7 +599,7 @@ func TestFlatRowKeepsItsRoom(t *testing.T) {
 						if cap(w.buf) != c {
 							grown++
 						}
-						if w.open && w.off+fixedLeft(w) > cap(w.buf) {
+						if w.isOpen() && w.off+fixedLeft(w) > cap(w.buf) {
 							t.Fatalf("iteration %d, %v: %d bytes written, %d more fixed to come, in a buffer of %d",
 								iter, cols, w.off, fixedLeft(w), cap(w.buf))
 						}

@@ -160,6 +160,7 @@ func (in *Instance) runRecords(r *reader, i, n int, bad *error) (next int) {
 	o := &in.out
 	defer func() {
 		if p := recover(); p != nil {
+			o.flat.stop()
 			o.buf = o.buf[:o.started]
 			in.writeError(in.recovered(p))
 			next = i + 1
@@ -238,9 +239,10 @@ func (in *Instance) runRecord() {
 	o.nrows, o.err = 0, nil
 	o.row.open, o.row.cur, o.row.t = false, nil, nil
 	f := &o.flat
-	f.stop()
-	f.t, f.failK = nil, 0
+	f.stop() // it keeps its table, for Begin
+	f.failK = 0
 	err := in.h.Transform(&in.rec, o) // a panic is recovered by runRecords
+	f.sync()
 	if err == nil {
 		err = o.err
 	}
@@ -250,7 +252,7 @@ func (in *Instance) runRecord() {
 		err = f.mismatch()
 	case o.row.open:
 		err = fmt.Errorf("sluice: table %q: Transform returned without calling End on its row", o.row.t.Name)
-	case f.open:
+	case f.isOpen():
 		err = fmt.Errorf("sluice: table %q: Transform returned without calling End on its row", f.t.Name)
 	}
 	f.stop()

@@ -30,10 +30,12 @@ type Output struct {
 // column, in column order, then call End.
 func (o *Output) Row(t *Table) *Row {
 	r := &o.row
-	if o.err != nil || r.open || o.flat.open || t == nil || t.cfg != o.cfg {
+	if o.err != nil || r.open || o.flat.isOpen() || t == nil || t.cfg != o.cfg {
 		o.rowMisuse(t, "Row")
 		return r
 	}
+	o.flat.sync() // the FlatRow's rows, before this one
+	o.flat.stop()
 	r.t, r.open, r.col, r.depth = t, true, 0, 0
 	r.cur = nil
 	if len(t.Columns) > 0 {
@@ -57,7 +59,7 @@ func (o *Output) rowMisuse(t *Table, fn string) {
 		o.fail(o.flat.mismatch())
 	case o.row.open:
 		o.fail(fmt.Errorf("sluice: table %q: %s called before End of the previous row", o.row.t.Name, fn))
-	case o.flat.open:
+	case o.flat.isOpen():
 		o.fail(fmt.Errorf("sluice: table %q: %s called before End of the previous row", o.flat.t.Name, fn))
 	case t == nil:
 		o.fail(fmt.Errorf("sluice: %s called with a nil table", fn))
@@ -77,6 +79,9 @@ func (o *Output) fail(err error) {
 		o.err = err
 	}
 	o.row.cur = nil
+	// The FlatRow too: its next End then reports the error.
+	o.flat.sync()
+	o.flat.stop()
 }
 
 var invalid = chtype.Type{Kind: chtype.Invalid}
