@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -43,18 +44,23 @@ type insertFloor struct {
 const floorInsertRows = 250_000
 
 func (r *rig) floor(ctx context.Context, rowsPerInsert int) *insertFloor {
+	// The drain's merges must not count as the floor's.
+	if err := r.env.waitMergesIdle(ctx, 2*time.Minute); err != nil {
+		return &insertFloor{Error: err.Error()}
+	}
+	return r.insertFloor(ctx, "se_floor", rowsPerInsert, 0)
+}
+
+// insertFloor inserts the drain's rows with ch-go into a new table of the
+// layout, in inserts of rowsPerInsert rows (floorInsertRows if 0), at most
+// at rowsPerSec rows per second when it is above 0, and gates them.
+func (r *rig) insertFloor(ctx context.Context, table string, rowsPerInsert int, rowsPerSec float64) *insertFloor {
 	e := r.env
 	batches := r.prof.drainBatches
 	want := sensor.Expect(batches, sensor.DrainSendTsUs)
 	f := &insertFloor{Rows: int64(want.Rows), RowsPerInsert: rowsPerInsert}
 	if f.RowsPerInsert <= 0 {
 		f.RowsPerInsert = floorInsertRows
-	}
-	const table = "se_floor"
-	// The drain's merges must not count as the floor's.
-	if err := e.waitMergesIdle(ctx, 2*time.Minute); err != nil {
-		f.Error = err.Error()
-		return f
 	}
 	if err := e.ch.Exec(ctx, e.layout.DDL(table)); err != nil {
 		f.Error = err.Error()
@@ -75,16 +81,27 @@ func (r *rig) floor(ctx context.Context, rowsPerInsert int) *insertFloor {
 	cols := sensor.NewNativeColumns(e.layout)
 	ch0, _ := cpuSeconds(e.chPID)
 	start := time.Now()
+	sent := 0
 	send := func() error {
 		if cols.Rows() == 0 {
 			return nil
+		}
+		if rowsPerSec > 0 {
+			// Paced: the insert goes when the rows before it would have at
+			// rowsPerSec, as the drain's come.
+			sent += cols.Rows()
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Until(start.Add(time.Duration(float64(sent) / rowsPerSec * float64(time.Second))))):
+			}
 		}
 		q := ch.Query{Body: "INSERT INTO " + table + " VALUES", Input: cols.Input()}
 		if modern {
 			// As sluice's inserts on 26.9 carry one: the server then
 			// names the part from the token rather than hashing its rows
 			// for the table's deduplication window.
-			q.Settings = []ch.Setting{{Key: "insert_deduplication_token", Value: fmt.Sprintf("floor-%d", f.Inserts), Important: true}}
+			q.Settings = []ch.Setting{{Key: "insert_deduplication_token", Value: fmt.Sprintf("%s-%d", table, f.Inserts), Important: true}}
 		}
 		err := c.Do(ctx, q)
 		f.Inserts++
@@ -124,6 +141,55 @@ func (r *rig) floor(ctx context.Context, rowsPerInsert int) *insertFloor {
 	f.Gates, f.GatesPass = gates, gerr == nil && sensor.AllPass(gates)
 	f.Server = e.serverCounters(ctx, table)
 	return f
+}
+
+// besideFloor is the floor arm run again beside a second drain: while
+// sluice drains the Avro topic once more, into a table of its own, ch-go
+// inserts the drain's rows into another, in inserts of the first drain's
+// size and at its rate, so that the server runs both sets of inserts under
+// the same load (the pipeline's processes, both arms' merges). After the
+// drain, the floor arm runs alone, and its inserts come out cheaper for
+// that alone: the same sluice code measured 1.08 to 1.66 of it in runs of
+// one day (benchmarks/README.md).
+type besideFloor struct {
+	Drain *drainFigures `json:"drain"`
+	Floor *insertFloor  `json:"floor"`
+}
+
+func (r *rig) floorBeside(ctx context.Context, rowsPerInsert int, rowsPerSec float64) *besideFloor {
+	e := r.env
+	d := &drainFigures{System: "sluice", Format: "avro", Topic: "sensor_avro", Table: "se_drain_beside", Batches: r.prof.drainBatches}
+	want := sensor.Expect(d.Batches, sensor.DrainSendTsUs)
+	b := &besideFloor{Drain: d}
+	r.runSluice(ctx, d, e.avroWasm, int64(want.Rows), func() sensor.Expectation { return want }, func(ctx context.Context) error {
+		b.Floor = r.insertFloor(ctx, "se_floor_beside", rowsPerInsert, rowsPerSec)
+		if b.Floor.Error != "" {
+			return errors.New(b.Floor.Error)
+		}
+		return nil
+	})
+	if b.Floor == nil {
+		b.Floor = &insertFloor{Error: "not run: " + d.Error}
+	}
+	return b
+}
+
+// insertRatio is the server's CPU per row for the drain's inserts over the
+// floor's, from query_log, with their figures in µs, and whether both have
+// them.
+func insertRatio(d *drainFigures, f *insertFloor) (ratio, drainUs, floorUs, slack float64, ok bool) {
+	if f == nil || d == nil || f.Error != "" || !f.GatesPass || d.Error != "" || d.Server == nil || f.Server == nil ||
+		d.Server.InsertedRows == 0 || f.Server.InsertedRows == 0 {
+		return 0, 0, 0, 0, false
+	}
+	// The inserts' own CPU, from query_log: the merges they cause depend
+	// on the parts' sizes, which are the same, and on how long the arm
+	// lasts, which is not.
+	drainUs = d.Server.InsertCPUSeconds * 1e6 / float64(d.Server.InsertedRows)
+	floorUs = f.Server.InsertCPUSeconds * 1e6 / float64(f.Server.InsertedRows)
+	// query_log's CPU is in microseconds; allow one per insert.
+	slack = float64(d.Server.Inserts) / float64(d.Server.InsertedRows)
+	return drainUs / floorUs, drainUs, floorUs, slack, true
 }
 
 func (f *insertFloor) summary() string {

@@ -93,7 +93,7 @@ func (r *rig) progress(name string) func(sample, int64) {
 func main() {
 	profName := flag.String("profile", "quick", "quick (CI-sized) or full (20M rows drained)")
 	serverName := flag.String("server", string(testinfra.Modern), "ClickHouse to run on: 26.9 (the published layout, the primary figure) or 18.16 (the compatibility arm)")
-	arms := flag.String("arms", "wasm,drain,floor,sustained,sbs", "arms to run, comma-separated: wasm, drain, floor (the drain's rows inserted by ch-go alone, in inserts of the drain's size: the server's CPU floor), sustained, sbs, delivery (the drain at least once and exactly once, A B A B; 26.9 only)")
+	arms := flag.String("arms", "wasm,drain,floor,beside,sustained,sbs", "arms to run, comma-separated: wasm, drain, floor (the drain's rows inserted by ch-go alone, in inserts of the drain's size: the server's CPU floor), beside (the floor again, beside a second drain; after drain), sustained, sbs, delivery (the drain at least once and exactly once, A B A B; 26.9 only)")
 	batches := flag.Uint64("batches", 0, "drain batches (of 100 events); default from the profile")
 	sbsBatches := flag.Uint64("sbs-batches", 0, "side-by-side batches; default from the profile")
 	susSeconds := flag.Float64("sustained-seconds", 0, "seconds of production per sustained rate; default from the profile")
@@ -201,6 +201,12 @@ func main() {
 			}
 		}
 	}
+	if want["beside"] && res.Drain != nil && res.Drain.Error == "" && res.Drain.Server != nil && res.Drain.Server.Inserts > 0 {
+		d := res.Drain
+		res.Beside = r.floorBeside(ctx, int(d.Server.InsertedRows/d.Server.Inserts), d.AfterFirstRowsPerSec)
+		logf("beside: %s", res.Beside.Drain.summary())
+		logf("beside: %s", res.Beside.Floor.summary())
+	}
 	if want["delivery"] {
 		res.Delivery = r.delivery(ctx, want["drain"])
 	}
@@ -263,6 +269,7 @@ type result struct {
 	WASM       *wasmOverhead     `json:"wasm,omitempty"`
 	Drain      *drainFigures     `json:"drain,omitempty"`
 	Floor      *insertFloor      `json:"floor,omitempty"`
+	Beside     *besideFloor      `json:"beside,omitempty"`
 	Sustained  []*sustained      `json:"sustained,omitempty"`
 	SideBySide *sideBySide       `json:"side_by_side,omitempty"`
 	Delivery   *deliveryCost     `json:"delivery,omitempty"`
@@ -331,17 +338,19 @@ func targets(res *result) []target {
 		add("drain: landed rows per second of sluice CPU", ">= 1,000,000", fmt.Sprintf("%.0f", d.RowsPerCoreSec), met(d.RowsPerCoreSec >= 1e6))
 		add("drain: duplicates", "0", fmt.Sprint(d.Duplicates), met(d.Duplicates == 0 && d.Error == ""))
 		add("drain: peak RSS of sluice", "<= 512 MiB", fmt.Sprintf("%.0f MiB", d.PeakRSSMiB), met(d.PeakRSSMiB > 0 && d.PeakRSSMiB <= 512))
-		if f := res.Floor; f != nil && f.Error == "" && f.GatesPass && d.Error == "" && d.Server != nil && f.Server != nil &&
-			d.Server.InsertedRows > 0 && f.Server.InsertedRows > 0 {
-			// The inserts' own CPU, from query_log: the merges they cause
-			// depend on the parts' sizes, which are the same, and on how
-			// long the arm lasts, which is not.
-			sl := d.Server.InsertCPUSeconds * 1e6 / float64(d.Server.InsertedRows)
-			fl := f.Server.InsertCPUSeconds * 1e6 / float64(f.Server.InsertedRows)
-			// query_log's CPU is in microseconds; allow one per insert.
-			slack := float64(d.Server.Inserts) / float64(d.Server.InsertedRows)
-			add("drain: server CPU per row of the inserts, sluice's / ch-go's (floor arm)", "<= 1.0",
-				fmt.Sprintf("%.2f (%.3f / %.3f µs)", sl/fl, sl, fl), met(sl <= fl+slack))
+		if ratio, sl, fl, slack, ok := insertRatio(d, res.Floor); ok {
+			add("drain: server CPU per row of the inserts, sluice's / ch-go's (floor arm, after the drain)", "<= 1.0",
+				fmt.Sprintf("%.2f (%.3f / %.3f µs)", ratio, sl, fl), met(sl <= fl+slack))
+		}
+		if b := res.Beside; b != nil {
+			gates(b.Drain)
+			if ratio, sl, fl, slack, ok := insertRatio(b.Drain, b.Floor); ok {
+				add("drain: server CPU per row of the inserts, sluice's / ch-go's (beside a second drain)", "<= 1.0",
+					fmt.Sprintf("%.2f (%.3f / %.3f µs)", ratio, sl, fl), met(sl <= fl+slack))
+			} else {
+				add("drain: server CPU per row of the inserts, sluice's / ch-go's (beside a second drain)", "<= 1.0", "-",
+					"failed: "+join(b.Drain.Error, b.Floor.Error))
+			}
 		}
 	} else {
 		add("drain: landed rows per second of sluice CPU", ">= 1,000,000", "-", "not run")

@@ -60,16 +60,21 @@ func TestTargets(t *testing.T) {
 		Server: &serverCounters{Inserts: 10, InsertedRows: 1e6, InsertCPUSeconds: 0.5}}
 	floor := &insertFloor{GatesPass: true, Server: &serverCounters{Inserts: 10, InsertedRows: 1e6, InsertCPUSeconds: 0.6}}
 	s := &sustained{drainFigures: drainFigures{GatesPass: true, PeakRSSMiB: 300}, Fraction: 0.5, LatencyP99LoS: 0.7}
-	got := targets(&result{Drain: d, Floor: floor, Sustained: []*sustained{s}})
+	// Beside a second drain, its inserts took 0.7 µs per row, ch-go's 0.72.
+	beside := &besideFloor{
+		Drain: &drainFigures{GatesPass: true, Server: &serverCounters{Inserts: 10, InsertedRows: 1e6, InsertCPUSeconds: 0.7}},
+		Floor: &insertFloor{GatesPass: true, Server: &serverCounters{Inserts: 10, InsertedRows: 1e6, InsertCPUSeconds: 0.72}}}
+	got := targets(&result{Drain: d, Floor: floor, Beside: beside, Sustained: []*sustained{s}})
 	want := map[string]string{
 		"drain: landed rows per second of sluice CPU": "met",
 		"drain: duplicates":                           "met",
 		"drain: peak RSS of sluice":                   "met",
-		"drain: server CPU per row of the inserts, sluice's / ch-go's (floor arm)": "met",
-		"sustained 50%: p99 latency (ingest_ts)":                                   "inconclusive (1 s resolution)", // [0.7, 1.7) straddles 1.5
-		"sustained 50%: peak RSS of sluice":                                        "met",
-		"every gate passes (all arms)":                                             "met",
-		"side by side: sluice / Kafka engine rows/s":                               "not run",
+		"drain: server CPU per row of the inserts, sluice's / ch-go's (floor arm, after the drain)": "met",
+		"drain: server CPU per row of the inserts, sluice's / ch-go's (beside a second drain)":      "met",
+		"sustained 50%: p99 latency (ingest_ts)":                                                    "inconclusive (1 s resolution)", // [0.7, 1.7) straddles 1.5
+		"sustained 50%: peak RSS of sluice":                                                         "met",
+		"every gate passes (all arms)":                                                              "met",
+		"side by side: sluice / Kafka engine rows/s":                                                "not run",
 	}
 	status := func(got []target) map[string]string {
 		m := map[string]string{}
@@ -90,8 +95,11 @@ func TestTargets(t *testing.T) {
 	// 0.65 µs per row is over the floor by more than the readings'
 	// resolution (a microsecond per insert: 0.00001 µs per row here).
 	d.Server.InsertCPUSeconds = 0.65
-	want["drain: server CPU per row of the inserts, sluice's / ch-go's (floor arm)"] = "NOT MET"
-	if got := status(targets(&result{Drain: d, Floor: floor, Sustained: []*sustained{s}})); !reflect.DeepEqual(got, want) {
+	want["drain: server CPU per row of the inserts, sluice's / ch-go's (floor arm, after the drain)"] = "NOT MET"
+	// A beside arm whose floor failed has no figure.
+	beside.Floor.Error = "insert: connection refused"
+	want["drain: server CPU per row of the inserts, sluice's / ch-go's (beside a second drain)"] = "failed: insert: connection refused"
+	if got := status(targets(&result{Drain: d, Floor: floor, Beside: beside, Sustained: []*sustained{s}})); !reflect.DeepEqual(got, want) {
 		t.Errorf("targets %v, want %v", got, want)
 	}
 }
