@@ -88,7 +88,8 @@
 // in wasm: its fixed-width writes inline into the caller as a compare
 // and a store into room reserved when the row starts, where Row's are
 // calls, and every call is dear in Go compiled to wasm (a string or an
-// array is one call). Use it for a hot
+// array is one call; so is Flat, a short one after a row of the same
+// table, and End inlines). Use it for a hot
 // module's rows; tables with other column types need Row. Two things
 // differ: a Nullable column takes Null(), or NotNull() and then the value
 // (the value alone is a mismatch), and a misplaced write panics where it
