@@ -239,7 +239,7 @@ func (in *Instance) runRecord() {
 	o.nrows, o.err = 0, nil
 	o.row.open, o.row.cur, o.row.t = false, nil, nil
 	f := &o.flat
-	f.stop() // it keeps its table, for Begin
+	f.stop() // it keeps its table: the next Flat of it checks it again
 	f.failK = 0
 	err := in.h.Transform(&in.rec, o) // a panic is recovered by runRecords
 	f.sync()

@@ -24,8 +24,9 @@ func SetBacklogGap(s *Sink, d time.Duration) { s.backlogGap = d }
 // InsertParts sends the rows of blocks, a part each (their first), as one
 // insert over a new connection to the table's first shard, with every part
 // at hand: as an insert whose deduplication token covers its parts, or a
-// retry, sends them (see joinedBlocks).
-func InsertParts(ctx context.Context, s *Sink, t *Table, blocks []*Block) error {
+// retry, sends them (see blockJoiner). Over the native protocol it returns
+// how many blocks the insert sent; over HTTP, -1.
+func InsertParts(ctx context.Context, s *Sink, t *Table, blocks []*Block) (int, error) {
 	ins := &openInsert{t: t, sealed: true}
 	for _, b := range blocks {
 		ins.add(&part{sub: b.parts[0], chunk: &Chunk{block: b}})
@@ -33,8 +34,12 @@ func InsertParts(ctx context.Context, s *Sink, t *Table, blocks []*Block) error 
 	rep := t.shards[0].replicas[0]
 	c, err := s.tr.open(ctx, rep)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer c.close()
-	return c.insert(ctx, t.planFor(t.shards[0]), &partSource{ins: ins}, insertSettings{})
+	err = c.insert(ctx, t.planFor(t.shards[0]), &partSource{ins: ins}, insertSettings{})
+	if nc, ok := c.(*nativeConn); ok {
+		return nc.blocks, err
+	}
+	return -1, err
 }

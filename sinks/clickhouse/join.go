@@ -17,7 +17,79 @@ import (
 // streams of a column is written as the parts' in turn, array offsets
 // made cumulative across them, and a LowCardinality column as one
 // granule per part, each with its own dictionary, which the format
-// allows (ClickHouse writes a new dictionary whenever one fills).
+// allows (ClickHouse writes a new dictionary whenever one fills). The
+// granules are encoded as each part joins a block (prepare), so that what
+// the block puts into the arena is known before it takes the next part.
+
+// preparedLC is one part's LowCardinality column with its granule
+// encoded, into the arena: for an Array of them, the elements' granule,
+// which follows the array's offsets.
+type preparedLC struct {
+	enc     lowCardinalityEncoder
+	arr     *arrayColumn // the Array's offsets; nil for a plain column
+	granule []byte
+}
+
+func (p *preparedLC) Type() proto.ColumnType      { return p.enc.Type() }
+func (p *preparedLC) Rows() int                   { return p.enc.Rows() }
+func (p *preparedLC) EncodeState(b *proto.Buffer) { p.enc.EncodeState(b) }
+func (p *preparedLC) EncodeColumn(b *proto.Buffer) {
+	if p.arr != nil {
+		p.arr.offsets.EncodeColumn(b)
+	}
+	b.Buf = append(b.Buf, p.granule...)
+}
+
+func (p *preparedLC) WriteColumn(w *proto.Writer) {
+	if p.arr != nil {
+		p.arr.offsets.WriteColumn(w)
+	}
+	if len(p.granule) > 0 {
+		w.ChainWrite(p.granule)
+	}
+}
+
+// prepare returns col with its LowCardinality granule encoded into arena,
+// or col when it is not a LowCardinality encoder.
+func prepare(col proto.ColInput, arena *proto.Buffer) proto.ColInput {
+	var arr *arrayColumn
+	var enc *lowCardinalityString
+	switch c := col.(type) {
+	case *lowCardinalityString:
+		enc = c
+	case *lowCardinalityArray:
+		arr, enc = c.src, c.elem
+	default:
+		return col
+	}
+	at := len(arena.Buf)
+	enc.EncodeColumn(arena) // a column with no rows writes nothing
+	return &preparedLC{enc: col.(lowCardinalityEncoder), arr: arr, granule: arena.Buf[at:len(arena.Buf):len(arena.Buf)]}
+}
+
+// offsetBytes is what joining col puts into the arena besides its
+// granules: its array and map offsets, made cumulative.
+func offsetBytes(col proto.ColInput) int {
+	switch c := col.(type) {
+	case *preparedLC:
+		if c.arr != nil {
+			return 8 * len(c.arr.offsets)
+		}
+	case *nullableColumn:
+		return offsetBytes(c.inner)
+	case *arrayColumn:
+		return 8*len(c.offsets) + offsetBytes(c.inner)
+	case *mapColumn:
+		return 8*len(c.offsets) + offsetBytes(c.keys) + offsetBytes(c.values)
+	case *tupleColumn:
+		n := 0
+		for _, e := range c.elems {
+			n += offsetBytes(e)
+		}
+		return n
+	}
+	return 0
+}
 
 // joinedColumn is one column of several parts, written as one column.
 type joinedColumn struct {
@@ -26,8 +98,8 @@ type joinedColumn struct {
 	arena *proto.Buffer
 }
 
-// joinedLowCardinality is a joinedColumn of LowCardinality encoders: the
-// serialization version goes once, before the first granule.
+// joinedLowCardinality is a joinedColumn of prepared LowCardinality
+// columns: the serialization version goes once, before the first granule.
 type joinedLowCardinality struct{ joinedColumn }
 
 func (j *joinedLowCardinality) EncodeState(b *proto.Buffer) {
@@ -40,9 +112,9 @@ func (j *joinedColumn) Rows() int              { return j.rows }
 // EncodeColumn appends the joined column to b (a compressed block).
 func (j *joinedColumn) EncodeColumn(b *proto.Buffer) { joinStreams(bufferSink{b}, j.parts) }
 
-// WriteColumn chains the parts' buffers to w; what has to be computed
-// (offsets, LowCardinality granules) is encoded into the arena, which is
-// only appended to until the insert is sent.
+// WriteColumn chains the parts' buffers to w; the offsets it has to
+// compute go into the arena, which is only appended to until the block is
+// sent.
 func (j *joinedColumn) WriteColumn(w *proto.Writer) {
 	joinStreams(writerSink{w: w, arena: j.arena}, j.parts)
 }
@@ -81,21 +153,17 @@ func (s writerSink) encode(fn func(*proto.Buffer)) {
 // joinStreams writes parts, the same column of several parts (each of the
 // same type), as one column.
 func joinStreams(s streamSink, parts []proto.ColInput) {
-	switch parts[0].(type) {
-	case *lowCardinalityString:
-		for _, p := range parts {
-			s.encode(p.EncodeColumn) // a part with no rows writes nothing
+	if _, ok := parts[0].(*preparedLC); ok {
+		if parts[0].(*preparedLC).arr != nil {
+			offsets, elems := make([]proto.ColUInt64, len(parts)), make([]int, len(parts))
+			for i, p := range parts {
+				a := p.(*preparedLC).arr
+				offsets[i], elems[i] = a.offsets, a.inner.Rows()
+			}
+			joinOffsets(s, offsets, elems)
 		}
-		return
-	case *lowCardinalityArray:
-		offsets, elems := make([]proto.ColUInt64, len(parts)), make([]int, len(parts))
-		for i, p := range parts {
-			a := p.(*lowCardinalityArray).src
-			offsets[i], elems[i] = a.offsets, a.inner.Rows()
-		}
-		joinOffsets(s, offsets, elems)
 		for _, p := range parts {
-			s.encode(p.(*lowCardinalityArray).elem.EncodeColumn)
+			s.bytes(p.(*preparedLC).granule)
 		}
 		return
 	}
@@ -174,47 +242,24 @@ func joinOffsets(s streamSink, offsets []proto.ColUInt64, elems []int) {
 	})
 }
 
-// joinable reports whether the parts' i-th columns, as given, can be
-// joined: the same Go type each, of a kind joinStreams knows.
+// joinable reports whether the parts' columns, as given, can be joined:
+// each of the same structure, of a kind joinStreams knows.
 func joinable(cols []proto.ColInput) bool {
-	for _, c := range cols[1:] {
+	for _, c := range cols {
 		if !sameKind(c, cols[0]) {
 			return false
 		}
 	}
-	return knownKind(cols[0])
+	return true
 }
 
-func knownKind(c proto.ColInput) bool {
-	switch c := c.(type) {
-	case *lowCardinalityString, *lowCardinalityArray, *fixedColumn, *stringColumn:
-		return true
-	case *nullableColumn:
-		return knownKind(c.inner)
-	case *arrayColumn:
-		return knownKind(c.inner)
-	case *mapColumn:
-		return knownKind(c.keys) && knownKind(c.values)
-	case *tupleColumn:
-		for _, e := range c.elems {
-			if !knownKind(e) {
-				return false
-			}
-		}
-		return true
-	}
-	return false
-}
-
-// sameKind reports whether a and b are columns of the same structure.
+// sameKind reports whether a and b are columns of the same structure, of
+// kinds joinStreams knows (so sameKind(a, a) says whether it knows a's).
 func sameKind(a, b proto.ColInput) bool {
 	switch a := a.(type) {
-	case *lowCardinalityString:
-		_, ok := b.(*lowCardinalityString)
-		return ok
-	case *lowCardinalityArray:
-		_, ok := b.(*lowCardinalityArray)
-		return ok
+	case *preparedLC:
+		n, ok := b.(*preparedLC)
+		return ok && (a.arr == nil) == (n.arr == nil)
 	case *fixedColumn:
 		f, ok := b.(*fixedColumn)
 		return ok && f.width == a.width

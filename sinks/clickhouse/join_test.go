@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strings"
@@ -219,7 +220,7 @@ func TestJoinedLowCardinalityGranules(t *testing.T) {
 		_, parts := splitRows(t, tbl, rows, []int{2, 1, 4, 1})
 		cols := make([]proto.ColInput, len(parts))
 		for i, p := range parts {
-			cols[i] = p.lowCardinality(tbl.plan, 0, tbl.plan.column(p, 0))
+			cols[i] = prepare(p.lowCardinality(tbl.plan, 0, tbl.plan.column(p, 0)), new(proto.Buffer))
 		}
 		if !joinable(cols) {
 			t.Fatal("not joinable")
@@ -251,7 +252,7 @@ func TestJoinedLowCardinalityGranules(t *testing.T) {
 		_, parts := splitRows(t, tbl, rows, []int{1, 2, 3})
 		cols := make([]proto.ColInput, len(parts))
 		for i, p := range parts {
-			cols[i] = p.lowCardinality(tbl.plan, 0, tbl.plan.column(p, 0))
+			cols[i] = prepare(p.lowCardinality(tbl.plan, 0, tbl.plan.column(p, 0)), new(proto.Buffer))
 		}
 		j := &joinedLowCardinality{joinedColumn{parts: cols, rows: len(arrays), arena: new(proto.Buffer)}}
 		var b proto.Buffer
@@ -271,6 +272,33 @@ func TestJoinedLowCardinalityGranules(t *testing.T) {
 			t.Errorf("elements %q in granules %v, want %q in [1 4]", got, granules, want)
 		}
 	})
+}
+
+// sendBlocks takes the blocks of an insert of parts from a blockJoiner on
+// nc, as the native transport does: each block's columns written out (to
+// nowhere) before the next is asked for. It returns the rows of each
+// block, and the most the arena held once a block was written.
+func sendBlocks(t *testing.T, nc *nativeConn, plan *insertPlan, parts []*part, columns func(*subBlock, proto.Input)) (rows []int, arena int) {
+	t.Helper()
+	j := &blockJoiner{nc: nc, plan: plan, columns: columns, parts: parts}
+	for in := j.next(); in != nil; in = j.next() {
+		w := proto.NewWriter(io.Discard, new(proto.Buffer))
+		for _, c := range in {
+			if c.Data.Rows() != in[0].Data.Rows() {
+				t.Fatalf("a block's columns have %d and %d rows", in[0].Data.Rows(), c.Data.Rows())
+			}
+			if s, ok := c.Data.(proto.StateEncoder); ok {
+				w.ChainBuffer(s.EncodeState)
+			}
+			c.Data.WriteColumn(w)
+		}
+		if _, err := w.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		rows = append(rows, in[0].Data.Rows())
+		arena = max(arena, len(nc.arena.Buf))
+	}
+	return rows, arena
 }
 
 // TestJoinedBlocks: the parts of an insert go as one block, or on a
@@ -301,21 +329,10 @@ func TestJoinedBlocks(t *testing.T) {
 		rows += 9000
 	}
 	none := func(*subBlock, proto.Input) {}
-	countRows := func(blocks []proto.Input) (n []int) {
-		for _, b := range blocks {
-			if r := b[1].Data.Rows(); r != b[0].Data.Rows() {
-				t.Fatalf("a block's columns have %d and %d rows", b[0].Data.Rows(), r)
-			}
-			n = append(n, b[0].Data.Rows())
-		}
-		return n
-	}
-	plain := &nativeConn{}
-	if got := countRows(plain.joinedBlocks(tbl.plan, parts, none)); !slices.Equal(got, []int{rows}) {
+	if got, _ := sendBlocks(t, &nativeConn{}, tbl.plan, parts, none); !slices.Equal(got, []int{rows}) {
 		t.Errorf("uncompressed: blocks of %v rows, want one of %d", got, rows)
 	}
-	compressed := &nativeConn{compressed: true}
-	got := countRows(compressed.joinedBlocks(tbl.plan, parts, none))
+	got, _ := sendBlocks(t, &nativeConn{compressed: true}, tbl.plan, parts, none)
 	perBlock := maxCompressedBlock / parts[0].sub.size()
 	if len(got) != (len(parts)+perBlock-1)/perBlock || got[0] != perBlock*9000 {
 		t.Errorf("compressed: blocks of %v rows, want %d parts (%d rows) a block", got, perBlock, perBlock*9000)
@@ -323,13 +340,65 @@ func TestJoinedBlocks(t *testing.T) {
 	// A column a plan converted differently in one part cannot be joined.
 	odd := func(sub *subBlock, in proto.Input) {
 		if sub == parts[1].sub {
-			in[1].Data = emptyColumn{}
+			in[1].Data = &nullableColumn{inner: in[1].Data.(column), nulls: make([]byte, sub.rows)}
 		}
 	}
-	if got := plain.joinedBlocks(tbl.plan, parts[:3], odd); len(got) != 3 {
-		t.Errorf("parts of columns that do not join: %d blocks, want 3", len(got))
+	if got, _ := sendBlocks(t, &nativeConn{}, tbl.plan, parts[:3], odd); len(got) != 3 {
+		t.Errorf("parts of columns that do not join: blocks of %v rows, want 3 blocks", got)
 	}
-	if fmt.Sprint(countRows(plain.joinedBlocks(tbl.plan, parts[:1], none))) != "[9000]" {
-		t.Error("one part: not its own block")
+	if got, _ := sendBlocks(t, &nativeConn{}, tbl.plan, parts[:1], none); fmt.Sprint(got) != "[9000]" {
+		t.Errorf("one part: blocks of %v rows, want [9000]", got)
+	}
+}
+
+// TestJoinedBlocksBoundTheArena: what a block computes into the arena, its
+// LowCardinality granules and its array offsets, stays within maxArena
+// however the rows make it grow: a LowCardinality column whose every value
+// is new (a dictionary as large as the column) and arrays that are all
+// empty (8 bytes of offset for a byte of row). Every row goes, in several
+// blocks; a table whose arena needs are small goes as one.
+func TestJoinedBlocksBoundTheArena(t *testing.T) {
+	tbl, err := NewTable("default", "t", []Column{
+		{Name: "lc", Type: "LowCardinality(String)"}, {Name: "a", Type: "Array(UInt8)"},
+		{Name: "tags", Type: "Array(LowCardinality(String))"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lc := func(sub *subBlock, in proto.Input) {
+		for i := range in {
+			in[i].Data = sub.lowCardinality(tbl.plan, i, in[i].Data)
+		}
+	}
+	mkParts := func(n, rows int, distinct bool) (parts []*part, total int) {
+		for k := range n {
+			p := tbl.newSubBlock()
+			for i := range rows {
+				v := "same"
+				if distinct {
+					v = fmt.Sprintf("%090d", k*rows+i)
+				}
+				r := append(binary.AppendUvarint(nil, uint64(len(v))), v...)
+				r = append(r, 0, 1, 3, 't', 'a', 'g') // no elements; one tag
+				if err := p.appendRow(tbl, r); err != nil {
+					t.Fatal(err)
+				}
+			}
+			parts, total = append(parts, &part{sub: p}), total+rows
+		}
+		return parts, total
+	}
+	parts, total := mkParts(60, 5000, true)
+	got, arena := sendBlocks(t, &nativeConn{}, tbl.plan, parts, lc)
+	sum := 0
+	for _, n := range got {
+		sum += n
+	}
+	if sum != total || len(got) < 2 || arena > maxArena {
+		t.Errorf("distinct values: blocks of %v rows (want %d in all, in more than one), the arena at %d bytes (at most %d)",
+			got, total, arena, maxArena)
+	}
+	parts, total = mkParts(60, 5000, false)
+	if got, arena := sendBlocks(t, &nativeConn{}, tbl.plan, parts, lc); !slices.Equal(got, []int{total}) || arena > maxArena {
+		t.Errorf("repeated values: blocks of %v rows, want one of %d; the arena at %d bytes", got, total, arena)
 	}
 }

@@ -101,73 +101,103 @@ type nativeConn struct {
 	// buffer of its own before sending it.
 	compressed bool
 	// arena holds what a joined block computes (array offsets,
-	// LowCardinality granules) until the insert is sent.
+	// LowCardinality granules) until the block is sent.
 	arena proto.Buffer
+	// blocks is how many blocks the last insert sent.
+	blocks int
 }
 
-// maxArena is the most a connection's arena keeps between inserts.
+// maxArena bounds what a joined block computes into its connection's
+// arena, and what the arena keeps between inserts.
 const maxArena = 16 << 20
 
 // maxCompressedBlock bounds a joined block on a compressed connection:
 // ch-go encodes and compresses each block in memory, and keeps its buffer
-// at the size of the largest.
+// at the size of the largest. A plain connection sends the parts' buffers
+// as they are.
 const maxCompressedBlock = 8 << 20
 
-// joinedBlocks returns the insert's parts as the input columns of as few
-// blocks as the connection allows: one, or on a compressed connection
-// blocks of about maxCompressedBlock. Parts whose columns cannot be joined
-// go one block each.
-func (nc *nativeConn) joinedBlocks(plan *insertPlan, parts []*part, columns func(*subBlock, proto.Input)) []proto.Input {
-	var blocks []proto.Input
-	var group []*part
-	size := 0
-	flush := func() {
-		if len(group) > 0 {
-			blocks = append(blocks, nc.joinParts(plan, group, columns)...)
-			group, size = nil, 0
-		}
-	}
-	for _, p := range parts {
-		if nc.compressed && size > 0 && size+p.sub.size() > maxCompressedBlock {
-			flush()
-		}
-		group = append(group, p)
-		size += p.sub.size()
-	}
-	flush()
-	return blocks
+// blockJoiner hands out an insert's parts as blocks, one at a time, for
+// ch-go sends a block before it asks for the next: each block takes parts
+// while what they compute into the arena (their LowCardinality granules,
+// encoded as each part joins, and their array offsets) stays within
+// maxArena, and on a compressed connection while they hold at most
+// maxCompressedBlock bytes, and joins their columns. So the arena holds
+// one block's worth at a time, whatever the rows, and a table's usual
+// insert goes as one block.
+type blockJoiner struct {
+	nc      *nativeConn
+	plan    *insertPlan
+	columns func(*subBlock, proto.Input)
+	parts   []*part // not sent yet
 }
 
-// joinParts is parts as one block's input, or a block per part when a
-// column of theirs cannot be joined.
-func (nc *nativeConn) joinParts(plan *insertPlan, parts []*part, columns func(*subBlock, proto.Input)) []proto.Input {
-	inputs := make([]proto.Input, len(parts))
-	for j, p := range parts {
-		inputs[j] = plan.input(p.sub)
-		columns(p.sub, inputs[j])
+// next returns the next block's input, nil once every part has gone. It
+// takes back the arena first: the block before it has been sent.
+func (j *blockJoiner) next() proto.Input {
+	nc := j.nc
+	nc.arena.Buf = nc.arena.Buf[:0]
+	var inputs []proto.Input
+	size, offsets := 0, 0
+	for _, p := range j.parts {
+		if len(inputs) > 0 && nc.compressed && size+p.sub.size() > maxCompressedBlock {
+			break
+		}
+		before := len(nc.arena.Buf)
+		in := j.plan.input(p.sub)
+		j.columns(p.sub, in)
+		n := 0
+		for i := range in {
+			in[i].Data = prepare(in[i].Data, &nc.arena)
+			n += offsetBytes(in[i].Data)
+		}
+		if len(inputs) > 0 && len(nc.arena.Buf)+offsets+n > maxArena {
+			// Its granules go again with the next block.
+			nc.arena.Buf = nc.arena.Buf[:before]
+			break
+		}
+		inputs = append(inputs, in)
+		size, offsets = size+p.sub.size(), offsets+n
 	}
-	if len(parts) == 1 {
-		return inputs
+	if len(inputs) == 0 {
+		return nil
+	}
+	joined, ok := joinInputs(inputs, &nc.arena)
+	if !ok {
+		// A column of these parts cannot be joined: the first part goes
+		// alone.
+		j.parts = j.parts[1:]
+		return inputs[0]
+	}
+	j.parts = j.parts[len(inputs):]
+	return joined
+}
+
+// joinInputs joins the same columns of several parts into one block's
+// input; false when a column's parts are not of one joinable kind.
+func joinInputs(inputs []proto.Input, arena *proto.Buffer) (proto.Input, bool) {
+	if len(inputs) == 1 {
+		return inputs[0], true
 	}
 	joined := make(proto.Input, len(inputs[0]))
-	cols := make([]proto.ColInput, len(parts))
 	for i := range joined {
+		cols := make([]proto.ColInput, len(inputs))
 		rows := 0
-		for j := range parts {
+		for j := range inputs {
 			cols[j] = inputs[j][i].Data
 			rows += cols[j].Rows()
 		}
 		if !joinable(cols) {
-			return inputs
+			return nil, false
 		}
-		jc := joinedColumn{parts: slices.Clone(cols), rows: rows, arena: &nc.arena}
+		jc := joinedColumn{parts: cols, rows: rows, arena: arena}
 		var data proto.ColInput = &jc
 		if _, ok := cols[0].(proto.StateEncoder); ok {
 			data = &joinedLowCardinality{jc}
 		}
 		joined[i] = proto.InputColumn{Name: inputs[0][i].Name, Data: data}
 	}
-	return []proto.Input{joined}
+	return joined, true
 }
 
 func (nc *nativeConn) close() { _ = nc.c.Close() }
@@ -182,7 +212,7 @@ func (emptyColumn) WriteColumn(*proto.Writer)  {}
 func (emptyColumn) Reset()                     {}
 
 // insert sends the parts as one INSERT. When the insert's parts are all at
-// hand they go as few blocks as the connection allows (joinedBlocks); a
+// hand they go as few blocks as the connection allows (blockJoiner); a
 // streaming insert sends a block per part, ch-go asking src for the next
 // one as it goes, and the server squashes them.
 func (nc *nativeConn) insert(ctx context.Context, plan *insertPlan, src *partSource, s insertSettings) error {
@@ -208,23 +238,21 @@ func (nc *nativeConn) insert(ctx context.Context, plan *insertPlan, src *partSou
 	}
 	q := ch.Query{Body: plan.target.insertSQL}
 	if !src.stream {
-		nc.arena.Buf = nc.arena.Buf[:0]
-		blocks := nc.joinedBlocks(plan, src.ins.parts, columns)
-		input := slices.Clone(blocks[0])
-		q.Input = input
-		if len(blocks) > 1 {
-			next := 1
-			q.OnInput = func(context.Context) error {
-				if next == len(blocks) {
-					input[0].Data = emptyColumn{}
-					return io.EOF
-				}
-				copy(input, blocks[next])
-				next++
-				return nil
+		j := &blockJoiner{nc: nc, plan: plan, columns: columns, parts: src.ins.parts}
+		input := slices.Clone(j.next())
+		q.Input, nc.blocks = input, 1
+		q.OnInput = func(context.Context) error {
+			next := j.next()
+			if next == nil {
+				input[0].Data = emptyColumn{}
+				return io.EOF
 			}
+			copy(input, next)
+			nc.blocks++
+			return nil
 		}
 		defer func() {
+			nc.arena.Buf = nc.arena.Buf[:0]
 			if cap(nc.arena.Buf) > maxArena {
 				nc.arena.Buf = nil
 			}
@@ -233,13 +261,14 @@ func (nc *nativeConn) insert(ctx context.Context, plan *insertPlan, src *partSou
 		first := src.next(ctx).sub
 		input := plan.input(first)
 		columns(first, input)
-		q.Input = input
+		q.Input, nc.blocks = input, 1
 		q.OnInput = func(ctx context.Context) error {
 			p := src.next(ctx)
 			if p == nil {
 				input[0].Data = emptyColumn{}
 				return io.EOF
 			}
+			nc.blocks++
 			for i := range input {
 				input[i].Data = plan.column(p.sub, i)
 			}

@@ -48,13 +48,13 @@ func (r *rig) floor(ctx context.Context, rowsPerInsert int) *insertFloor {
 	if err := r.env.waitMergesIdle(ctx, 2*time.Minute); err != nil {
 		return &insertFloor{Error: err.Error()}
 	}
-	return r.insertFloor(ctx, "se_floor", rowsPerInsert, 0)
+	return r.chgoInserts(ctx, "se_floor", rowsPerInsert, 0)
 }
 
-// insertFloor inserts the drain's rows with ch-go into a new table of the
+// chgoInserts inserts the drain's rows with ch-go into a new table of the
 // layout, in inserts of rowsPerInsert rows (floorInsertRows if 0), at most
 // at rowsPerSec rows per second when it is above 0, and gates them.
-func (r *rig) insertFloor(ctx context.Context, table string, rowsPerInsert int, rowsPerSec float64) *insertFloor {
+func (r *rig) chgoInserts(ctx context.Context, table string, rowsPerInsert int, rowsPerSec float64) *insertFloor {
 	e := r.env
 	batches := r.prof.drainBatches
 	want := sensor.Expect(batches, sensor.DrainSendTsUs)
@@ -162,7 +162,7 @@ func (r *rig) floorBeside(ctx context.Context, rowsPerInsert int, rowsPerSec flo
 	want := sensor.Expect(d.Batches, sensor.DrainSendTsUs)
 	b := &besideFloor{Drain: d}
 	r.runSluice(ctx, d, e.avroWasm, int64(want.Rows), func() sensor.Expectation { return want }, func(ctx context.Context) error {
-		b.Floor = r.insertFloor(ctx, "se_floor_beside", rowsPerInsert, rowsPerSec)
+		b.Floor = r.chgoInserts(ctx, "se_floor_beside", rowsPerInsert, rowsPerSec)
 		if b.Floor.Error != "" {
 			return errors.New(b.Floor.Error)
 		}
