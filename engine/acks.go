@@ -49,9 +49,16 @@ type batchAck struct {
 	// back once it is transformed (see recordBytes); set before the
 	// worker gets the batch.
 	transient int64
-	span      trace.SpanContext // the batch's consume span
-	pending   atomic.Int32
-	done      bool // guarded by p.mu
+	// data is its records' data (recordData), which it gives back when
+	// its fetch group is (fetchGroup), if before it is done; group is nil
+	// for a batch tracked outside the poll loop. dataReleased is guarded
+	// by p.mu.
+	data         int64
+	group        *fetchGroup
+	dataReleased bool
+	span         trace.SpanContext // the batch's consume span
+	pending      atomic.Int32
+	done         bool // guarded by p.mu
 	// transformed is set when the worker releases its hold, every record
 	// of the batch handled; a batch a stopped worker left without it is
 	// never done (see waitIdle).
@@ -110,7 +117,27 @@ func (b *batchAck) finish() {
 		p.mu.Unlock()
 	}
 	b.transformed.Store(true)
+	if b.group != nil {
+		b.group.release()
+	}
 	b.Done()
+}
+
+// releaseData gives back the records' data: none of them is reachable any
+// more (fetchGroup). A batch done, or of an abandoned partition, gave
+// every byte back already.
+func (b *batchAck) releaseData() {
+	p := b.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.abandoned || b.done || b.dataReleased || b.data <= 0 {
+		return
+	}
+	b.dataReleased = true
+	b.bytes.Add(-b.data)
+	if p.budget != nil {
+		p.budget.add(-b.data)
+	}
 }
 
 // hold adds a hold on the batch (a chunk now carries some of its rows).

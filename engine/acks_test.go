@@ -143,6 +143,115 @@ func TestTransformedBatchKeepsItsDataOnce(t *testing.T) {
 	}
 }
 
+// TestFetchGroupReleasesData: the records' data of a transformed batch
+// leaves the budget once every batch polled with it (the fetch group, here
+// two partitions of one poll and a batch of the poll after, which the
+// first poll's full max_poll_records left open) is transformed and every
+// dead letter of theirs produced, not when its rows land; the rows stay
+// counted until they do. A batch done or abandoned before its group is
+// released gives nothing back twice.
+func TestFetchGroupReleasesData(t *testing.T) {
+	budget := &flowControl{high: 1 << 30}
+	value := make([]byte, 999)
+	poll := func(a *partitionAcks, first int64) *batchAck {
+		recs := make([]*kgo.Record, 10)
+		for i := range recs {
+			recs[i] = &kgo.Record{Key: []byte("k"), Value: value, Offset: first + int64(i)}
+		}
+		return a.trackPolled(recs, time.Now())
+	}
+	const data, polled = 10 * 1000, 10 * (2*1000 + 256) // one batch's recordData and recordBytes
+	in := func(want int64, when string) {
+		t.Helper()
+		if got := budget.inflight.Load(); got != want {
+			t.Fatalf("%s: in-flight %d, want %d", when, got, want)
+		}
+	}
+	p0 := &partitionAcks{topic: "t", partition: 0, budget: budget}
+	p1 := &partitionAcks{topic: "t", partition: 1, budget: budget}
+
+	g := newFetchGroup()
+	b0, b1 := poll(p0, 0), poll(p1, 0) // one poll, two partitions
+	g.add(b0)
+	g.add(b1)
+	b0.addBytes(300) // b0's rows
+	b0.hold()        // in a chunk
+	b0.finish()
+	in(data+300+polled, "b0 transformed, b1 not")
+	b1.hold()
+	b1.finish()
+	in(2*data+300, "both transformed, the group open (the poll was full)")
+	b2 := poll(p0, 10) // the next poll takes the rest of the fetch
+	g.add(b2)
+	g.close() // and fewer than max_poll_records
+	b2.addBytes(200)
+	b2.hold()
+	g.hold() // b2 dead-letters a record while it is transformed
+	b2.finish()
+	in(3*data+500, "every batch transformed, a dead letter in flight")
+	g.release() // the dead letter is produced
+	in(500, "the group released: the rows alone")
+	b1.Done()
+	b1.Done() // its dead letter landed
+	b0.Done()
+	in(200, "b0 landed")
+	b2.Done()
+	in(0, "every batch done")
+
+	// A batch done before its group is released, and one of an
+	// abandoned partition, give nothing back twice.
+	g = newFetchGroup()
+	b3, b4 := poll(p0, 20), poll(p1, 10)
+	g.add(b3)
+	g.add(b4)
+	b3.finish() // no rows: done at once
+	in(polled, "b3 done, b4 untransformed")
+	p1.abandon()
+	in(0, "p1 abandoned")
+	b4.finish()
+	g.close()
+	in(0, "the group released after b3 was done and p1 abandoned")
+}
+
+// TestFetchGroupConcurrent: batches of one group finished, dead letters
+// held and released and the group closed from many goroutines give each
+// batch's data back exactly once, and only once nothing holds the group.
+func TestFetchGroupConcurrent(t *testing.T) {
+	for round := range 50 {
+		budget := &flowControl{high: 1 << 40}
+		g := newFetchGroup()
+		var batches []*batchAck
+		for part := range 8 {
+			a := &partitionAcks{topic: "t", partition: int32(part), budget: budget}
+			recs := []*kgo.Record{{Value: make([]byte, 100), Offset: int64(round)}}
+			b := a.trackPolled(recs, time.Now())
+			b.addBytes(10) // its rows
+			b.hold()       // in a chunk
+			g.add(b)
+			batches = append(batches, b)
+		}
+		var wg sync.WaitGroup
+		for _, b := range batches {
+			wg.Go(func() {
+				g.hold() // a dead letter
+				b.finish()
+				g.release() // produced
+			})
+		}
+		wg.Go(g.close)
+		wg.Wait()
+		if got, want := budget.inflight.Load(), int64(10*len(batches)); got != want {
+			t.Fatalf("round %d: in-flight %d once every batch is transformed and the group closed, want %d (the rows)", round, got, want)
+		}
+		for _, b := range batches {
+			b.Done()
+		}
+		if got := budget.inflight.Load(); got != 0 {
+			t.Fatalf("round %d: in-flight %d once done", round, got)
+		}
+	}
+}
+
 // ackBatch is a batch an acks test tracks: its offsets, the bytes of its
 // records and the leader epoch of its last record (default 1).
 type ackBatch struct {

@@ -107,8 +107,10 @@ type KafkaConfig struct {
 	RevokeTimeout time.Duration `yaml:"revoke_timeout"`
 	// MaxInflightBytes is the memory budget of records between poll and
 	// commit (each record counts its key, value and headers twice plus 256
-	// bytes until it is transformed, then once, and the rows made of it as
-	// they are made: an estimate of what it holds). Fetching pauses when it is
+	// bytes until it is transformed, then once until every record fetched
+	// with it is transformed and its dead letters produced, and the rows
+	// made of it from when they are made until they land: an estimate of
+	// what it holds). Fetching pauses when it is
 	// reached and resumes below half of it; it is checked after each poll,
 	// so one poll (max_poll_records) may go past it. Default 128 MiB.
 	MaxInflightBytes int64 `yaml:"max_inflight_bytes"`

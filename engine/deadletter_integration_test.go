@@ -218,9 +218,13 @@ func TestBackpressureBoundsInflight(t *testing.T) {
 		t.Errorf("peak in-flight %d bytes, over budget %d + one poll + the rows of %d records (%d)", st.PeakInflightBytes, cfg.Kafka.MaxInflightBytes, st.RecordsIn, limit)
 	}
 	// A record counts its data twice and 256 bytes until its batch is
-	// transformed, then its data once (and its rows) until it is done, so
-	// no record counts less than its value: the records taken in are at
-	// most what the budget and one poll hold of the shortest line.
+	// transformed, then its data once until every batch fetched with it
+	// is transformed (fetchGroup), and its rows until they land. With
+	// the server down the rows stay, and log-normalize's rows of a line
+	// (its message twice, as message and template, and its attributes)
+	// are no shorter than the line, so no record counts less than its
+	// value: the records taken in are at most what the budget and one
+	// poll hold of the shortest line.
 	shortest := math.MaxInt
 	for i := range n {
 		shortest = min(shortest, len(loggen.Generate(11, i).JSON))

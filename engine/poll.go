@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -12,11 +13,15 @@ import (
 func (p *Pipeline) pollLoop(ctx context.Context) {
 	p.polling.Store(true)
 	defer p.polling.Store(false)
+	var group *fetchGroup // the open group of the polls before, if any
 	for ctx.Err() == nil {
 		fetches := p.client.PollRecords(ctx, p.cfg.Kafka.MaxPollRecords)
 		polled := time.Now()
 		if fetches.IsClientClosed() {
 			return
+		}
+		if group == nil {
+			group = newFetchGroup()
 		}
 		fetches.EachError(func(topic string, partition int32, err error) {
 			if errors.Is(err, context.Canceled) {
@@ -31,12 +36,100 @@ func (p *Pipeline) pollLoop(ctx context.Context) {
 			w := p.worker(topicPartition{fp.Topic, fp.Partition})
 			w.acks.hwm.Store(fp.HighWatermark)
 			ack := w.acks.trackPolled(fp.Records, polled)
+			group.add(ack)
 			spanCtx, span := p.startConsume(fp)
 			ack.span = span.SpanContext()
 			w.submit(polledBatch{recs: fp.Records, ack: ack, ctx: spanCtx, span: span})
 		})
+		if max := p.cfg.Kafka.MaxPollRecords; max <= 0 || fetches.NumRecords() < max {
+			// The poll took every record the client had buffered: no
+			// later poll shares a fetch buffer with this group's.
+			group.close()
+			group = nil
+		}
 		p.checkFlow()
 		p.client.AllowRebalance()
+	}
+}
+
+// A fetchGroup is a run of polls whose records may share fetch buffers,
+// so that their data can leave the in-flight budget as soon as none of
+// those buffers is reachable any more, rather than when their rows land.
+//
+// The Kafka client decodes a fetch response's records in place: a
+// record's key, value and headers point into the response (or into the
+// decompressed record batch), which stays in memory while any record of
+// it does. A batch's records are dropped once the worker has transformed
+// it, and a dead-lettered one once its copy is produced, but the buffer
+// they were fetched in is shared by the other partitions' records of the
+// same response and, when a poll stops at max_poll_records, by records
+// the next poll takes. A poll that takes fewer than max_poll_records
+// drains every buffered fetch: a run of polls ending with such a poll
+// shares no buffer with any other, and once each of its batches is
+// transformed and each of its dead letters produced, its records' data
+// is garbage. Each batch then gives it back (batchAck.releaseData); the
+// rows the records became stay counted until they land. A group that
+// never closes (every poll full) leaves its batches' data counted until
+// they are done, as it was before.
+type fetchGroup struct {
+	mu      sync.Mutex
+	open    bool // a later poll may still join
+	pending int  // batches not transformed and dead letters not produced
+	acks    []*batchAck
+}
+
+func newFetchGroup() *fetchGroup { return &fetchGroup{open: true} }
+
+// add puts b in the group, untransformed.
+func (g *fetchGroup) add(b *batchAck) {
+	g.mu.Lock()
+	g.pending++
+	g.acks = append(g.acks, b)
+	g.mu.Unlock()
+	b.group = g
+}
+
+// hold keeps the group's data counted until a matching release: a dead
+// letter's copy points into the fetch buffer until it is produced. Only
+// taken while a batch of the group is being transformed.
+func (g *fetchGroup) hold() {
+	g.mu.Lock()
+	g.pending++
+	g.mu.Unlock()
+}
+
+// release ends a hold, or a batch's transform.
+func (g *fetchGroup) release() {
+	g.mu.Lock()
+	g.pending--
+	acks := g.drained()
+	g.mu.Unlock()
+	releaseData(acks)
+}
+
+// close says no later poll joins the group.
+func (g *fetchGroup) close() {
+	g.mu.Lock()
+	g.open = false
+	acks := g.drained()
+	g.mu.Unlock()
+	releaseData(acks)
+}
+
+// drained takes the group's batches once it is closed and nothing holds
+// it; g.mu is held.
+func (g *fetchGroup) drained() []*batchAck {
+	if g.open || g.pending > 0 {
+		return nil
+	}
+	acks := g.acks
+	g.acks = nil
+	return acks
+}
+
+func releaseData(acks []*batchAck) {
+	for _, b := range acks {
+		b.releaseData()
 	}
 }
 
@@ -53,7 +146,7 @@ func (p *partitionAcks) trackPolled(recs []*kgo.Record, polled time.Time) *batch
 	bytes := recordCopies*data + recordOverhead*int64(len(recs)) // the sum of their recordBytes
 	last := recs[len(recs)-1]
 	ack := p.track(recs[0].Offset, kgo.EpochOffset{Epoch: last.LeaderEpoch, Offset: last.Offset}, bytes)
-	ack.transient = bytes - data
+	ack.transient, ack.data = bytes-data, data
 	ack.stampPolled(polled, oldest)
 	return ack
 }
@@ -62,9 +155,10 @@ func (p *partitionAcks) trackPolled(recs []*kgo.Record, polled time.Time) *batch
 // is polled: an estimate of the memory it holds until it is transformed.
 // Its key, value and headers count twice (the fetched response and the
 // decompressed batch) plus 256 bytes of bookkeeping. Once its batch is
-// transformed it counts its data once (recordData) until the batch is
-// done: the records are dropped then, but the buffer they were fetched in
-// may still be held by the records of other batches fetched with them.
+// transformed it counts its data once (recordData): the records are
+// dropped then, but the buffer they were fetched in may still be held by
+// the records of other batches fetched with them, until every batch of
+// its fetchGroup is transformed, or else until the batch is done.
 // The rows the module makes of it are counted as they are made
 // (batchAck.addBytes), so that a module whose output dwarfs its input is
 // bounded by the budget too.

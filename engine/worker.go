@@ -610,11 +610,19 @@ func (w *partitionWorker) deadLetter(_ context.Context, r *kgo.Record, ack *batc
 			Err: errors.New(cause)}
 	}
 	ack.hold()
+	// The copy points into the buffer r was fetched in: the fetch group
+	// keeps its data counted until the copy is produced.
+	if g := ack.group; g != nil {
+		g.hold()
+	}
 	// The copy outlives the worker: a worker that stops after handing it
 	// over (a revoke, a drain) still gets its batch committed once the
 	// copy lands. Only the pipeline's end abandons it.
 	dctx := w.p.workCtx
 	w.p.dlq.send(dctx, r, m.Name, m.SHA256, cause, func(err error) {
+		if g := ack.group; g != nil {
+			g.release()
+		}
 		if err != nil {
 			if dctx.Err() != nil {
 				// The pipeline gave up on its work: the record stays
