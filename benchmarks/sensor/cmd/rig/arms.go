@@ -65,6 +65,13 @@ type drainFigures struct {
 	// KafkaFlushIntervalMs is the Kafka engine's kafka_flush_interval_ms
 	// (the server's default when not set on the table, as it reports it).
 	KafkaFlushIntervalMs int `json:"kafka_flush_interval_ms,omitempty"`
+	// ClickHouseThreadsCPU is clickhouse_cpu_s by the server's thread
+	// names (TCPHandler: the native protocol's queries, sluice's inserts;
+	// BackgrProcPool on 18.16 and MergeMutate on 26.9: merges;
+	// BackgrSchedPool on 18.16: the Kafka engine's consumption, parsing
+	// and inserts), and threads that exited meanwhile. 18.16's part_log
+	// has no CPU for merges; this has.
+	ClickHouseThreadsCPU map[string]float64 `json:"clickhouse_threads_cpu_s,omitempty"`
 	// Server is the server's own account of the arm's table.
 	Server *serverCounters `json:"server,omitempty"`
 
@@ -90,6 +97,7 @@ func (f *drainFigures) fromSamples(w watchResult, rows int64) {
 	f.CPUSeconds = done.CPU
 	f.RowsPerCoreSec = float64(rows) / done.CPU
 	f.ClickHouseCPUSeconds, f.KafkaCPUSeconds = done.CHCPU, done.KCPU
+	f.ClickHouseThreadsCPU = w.chThreads
 	pipeline := done.CPU
 	if f.System != "clickhouse-kafka-engine" {
 		pipeline += done.CHCPU
@@ -342,6 +350,9 @@ func (f *drainFigures) summary() string {
 	s := fmt.Sprintf("%s/%s %d rows in %.1fs: %.0f rows/s overall, %.0f after the first row, %.0f between 10%% and 90%%; %.0f rows per core-second (%.1f CPU-s; clickhouse %.1f, kafka %.1f); peak RSS %.0f MiB; gates pass %v; dups %d",
 		f.System, f.Format, f.Rows, f.ElapsedS, f.RowsPerSec, f.AfterFirstRowsPerSec, f.SteadyRowsPerSec, f.RowsPerCoreSec,
 		f.CPUSeconds, f.ClickHouseCPUSeconds, f.KafkaCPUSeconds, f.PeakRSSMiB, f.GatesPass, f.Duplicates)
+	if len(f.ClickHouseThreadsCPU) > 0 {
+		s += "; clickhouse by thread: " + topThreads(f.ClickHouseThreadsCPU, 4)
+	}
 	if f.Server != nil {
 		s += "; " + f.Server.String()
 	}

@@ -40,12 +40,16 @@ type watchResult struct {
 	samples  []sample
 	complete bool // every expected row landed
 	tDone    float64
+	// chThreads is the server's CPU from the start to the sample where
+	// every row had landed, by thread name (threadsBetween).
+	chThreads map[string]float64
 }
 
 func (e *env) watch(ctx context.Context, w watchSpec) (watchResult, error) {
 	var r watchResult
 	cpu0, _ := cpuSeconds(w.pid)
 	ch0, _ := cpuSeconds(e.chPID)
+	chThreads0, _ := threadCPU(e.chPID)
 	k0, _ := cpuSeconds(e.kafkaPID)
 	lastChange, lastLanded := time.Now(), int64(-1)
 	tick := time.NewTicker(sampleInterval)
@@ -74,6 +78,9 @@ func (e *env) watch(ctx context.Context, w watchSpec) (watchResult, error) {
 		r.samples = append(r.samples, s)
 		if n >= w.expected && !r.complete {
 			r.complete, r.tDone = true, s.T
+			if t, err := threadCPU(e.chPID); err == nil && chThreads0 != nil {
+				r.chThreads = threadsBetween(chThreads0, t, s.CHCPU)
+			}
 		}
 		if n != lastLanded {
 			lastLanded, lastChange = n, time.Now()
