@@ -116,14 +116,22 @@ func (f *drainFigures) fromSamples(w watchResult, rows int64) {
 // gate checks what landed in table against want, after quiescence.
 func (e *env) gate(ctx context.Context, table string, want sensor.Expectation, maxDup uint64) ([]sensor.Gate, sensor.Landed, error) {
 	var l sensor.Landed
-	out, err := e.query(ctx, sensor.CountSQL(table))
+	// In parts of at most about 16M expected rows (sensor.CountPartSQL).
+	parts := int(want.Rows/(16<<20)) + 1
+	for part := range parts {
+		out, err := e.query(ctx, sensor.CountPartSQL(table, parts, part))
+		if err != nil {
+			return nil, l, err
+		}
+		count, distinct, err := sensor.ParseCount(out)
+		if err != nil {
+			return nil, l, err
+		}
+		l.Count += count
+		l.Distinct += distinct
+	}
+	out, err := e.query(ctx, e.layout.GateSQL(table, l.Count != l.Distinct))
 	if err != nil {
-		return nil, l, err
-	}
-	if l.Count, l.Distinct, err = sensor.ParseCount(out); err != nil {
-		return nil, l, err
-	}
-	if out, err = e.query(ctx, e.layout.GateSQL(table, l.Count != l.Distinct)); err != nil {
 		return nil, l, err
 	}
 	if err := sensor.ParseGate(out, &l); err != nil {
