@@ -132,6 +132,21 @@ func (w *partitionWorker) take() []polledBatch {
 	return q
 }
 
+// processQueued processes the batches handed to the worker so far, in
+// order. A processed batch leaves the queue before the next is processed,
+// so that its records are garbage once it is (see transform).
+func (w *partitionWorker) processQueued(ctx context.Context) error {
+	q := w.take()
+	for i := range q {
+		b := q[i]
+		q[i] = polledBatch{}
+		if err := w.process(ctx, b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // errWorkerStopped ends a worker that was told to stop while it could not
 // finish a batch (paused for a failing module): the batch stays
 // uncommitted, and nothing failed.
@@ -162,11 +177,9 @@ func (w *partitionWorker) run() {
 	tick := time.NewTicker(linger / 2)
 	defer tick.Stop()
 	for {
-		for _, b := range w.take() {
-			if err := w.process(ctx, b); err != nil {
-				w.exit(ctx, err)
-				return
-			}
+		if err := w.processQueued(ctx); err != nil {
+			w.exit(ctx, err)
+			return
 		}
 		select {
 		case <-w.wake:
@@ -178,11 +191,9 @@ func (w *partitionWorker) run() {
 				}
 			}
 		case <-w.quit:
-			for _, b := range w.take() {
-				if err := w.process(ctx, b); err != nil {
-					w.exit(ctx, err)
-					return
-				}
+			if err := w.processQueued(ctx); err != nil {
+				w.exit(ctx, err)
+				return
 			}
 			if err := w.sealAll(ctx); err != nil {
 				w.exit(ctx, err)
@@ -348,6 +359,12 @@ func (w *partitionWorker) transform(ctx context.Context, recs []*kgo.Record, ack
 		ack.moduleStart = started
 	}
 	out, err := w.inst.Transform(ctx, &w.batch)
+	// Keep nothing that points into the records' bytes: the buffer they
+	// were fetched in leaves the in-flight budget once every batch
+	// fetched with them is transformed (fetchGroup), and must be garbage
+	// then.
+	clear(w.batch.Records)
+	clear(w.headers)
 	w.p.slots.release(w.route.tenant)
 	w.p.metrics.moduleSeconds.Observe(time.Since(started).Seconds())
 	w.instCalls++

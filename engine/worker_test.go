@@ -8,10 +8,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+	"weak"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/trace"
@@ -300,6 +302,41 @@ func TestBisectedOutputIsSealedAsItComes(t *testing.T) {
 	} else if want := fmt.Sprintf("%d\t%d", n, n*rowBytes); strings.TrimSpace(got) != want {
 		t.Errorf("adv holds (rows, bytes) %q, want %q", got, want)
 	}
+}
+
+// TestWorkerKeepsNoRecordBytes: once a batch is transformed, nothing the
+// worker keeps points into its records' values or headers, so the buffer
+// they were fetched in can be collected when the batch's fetch group gives
+// their data back to the budget. Before, the batch the worker hands the
+// instance kept every record of its last call until the next call
+// overwrote it.
+func TestWorkerKeepsNoRecordBytes(t *testing.T) {
+	ctx := context.Background()
+	e := malformedRowsWorker(t, ctx, false)
+	w, a, tp := e.w, e.a, e.w.tp
+	const n = 50
+	var recs []*kgo.Record
+	var bufs []weak.Pointer[[64]byte]
+	for off := range int64(n) {
+		buf := new([64]byte) // the fetch buffer of the record
+		v := fmt.Appendf(buf[:0], "big:%d", 10)
+		bufs = append(bufs, weak.Make(buf))
+		recs = append(recs, &kgo.Record{Topic: tp.topic, Offset: off, Value: v,
+			Headers: []kgo.RecordHeader{{Key: "h", Value: buf[60:62]}}})
+	}
+	b := polledBatch{recs: recs, ack: a.track(0, eo(n-1), 100*n), ctx: ctx, span: trace.SpanFromContext(ctx)}
+	if err := w.process(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	recs, b = nil, polledBatch{}
+	runtime.GC()
+	runtime.GC()
+	for i, buf := range bufs {
+		if buf.Value() != nil {
+			t.Fatalf("record %d's buffer is still reachable once its batch is transformed", i)
+		}
+	}
+	runtime.KeepAlive(w)
 }
 
 // malformedEnv is a partition worker of topic adv running malformed-rows
