@@ -140,6 +140,14 @@ func (b *batchAck) releaseData() {
 	}
 }
 
+// isDone reports whether the batch is done, or its partition abandoned:
+// either way it has nothing left in the budget.
+func (b *batchAck) isDone() bool {
+	b.p.mu.Lock()
+	defer b.p.mu.Unlock()
+	return b.done || b.p.abandoned
+}
+
 // hold adds a hold on the batch (a chunk now carries some of its rows).
 func (b *batchAck) hold() { b.pending.Add(1) }
 

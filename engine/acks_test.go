@@ -252,6 +252,37 @@ func TestFetchGroupConcurrent(t *testing.T) {
 	}
 }
 
+// TestFetchGroupKeepsOnlyBatchesNotDone: a group that stays open (a
+// backlog polled full, poll after poll) keeps the batches it may still
+// give data back for, not every batch it ever took; the one not done
+// still gives its data back when the group closes.
+func TestFetchGroupKeepsOnlyBatchesNotDone(t *testing.T) {
+	budget := &flowControl{high: 1 << 40}
+	a := &partitionAcks{topic: "t", partition: 0, budget: budget}
+	track := func(off int64) *batchAck {
+		return a.trackPolled([]*kgo.Record{{Value: make([]byte, 100), Offset: off}}, time.Now())
+	}
+	g := newFetchGroup()
+	held := track(0)
+	g.add(held)
+	held.addBytes(10) // rows in a chunk not landed
+	held.hold()
+	held.finish()
+	const n = 10_000
+	for off := int64(1); off <= n; off++ {
+		b := track(off)
+		g.add(b)
+		b.finish() // no rows: done at once
+	}
+	if len(g.acks) > 2*minCompact+1 {
+		t.Fatalf("an open group of %d batches, all but one done, keeps %d of them", n+1, len(g.acks))
+	}
+	g.close()
+	if got := budget.inflight.Load(); got != 10 {
+		t.Fatalf("in-flight %d once the group closed, want 10 (the rows of the batch not done)", got)
+	}
+}
+
 // ackBatch is a batch an acks test tracks: its offsets, the bytes of its
 // records and the leader epoch of its last record (default 1).
 type ackBatch struct {

@@ -20,36 +20,44 @@ func (p *Pipeline) pollLoop(ctx context.Context) {
 		if fetches.IsClientClosed() {
 			return
 		}
-		if group == nil {
-			group = newFetchGroup()
-		}
-		fetches.EachError(func(topic string, partition int32, err error) {
-			if errors.Is(err, context.Canceled) {
-				return
-			}
-			p.log.Warn("fetch error", "topic", topic, "partition", partition, "err", err)
-		})
-		fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
-			if len(fp.Records) == 0 {
-				return
-			}
-			w := p.worker(topicPartition{fp.Topic, fp.Partition})
-			w.acks.hwm.Store(fp.HighWatermark)
-			ack := w.acks.trackPolled(fp.Records, polled)
-			group.add(ack)
-			spanCtx, span := p.startConsume(fp)
-			ack.span = span.SpanContext()
-			w.submit(polledBatch{recs: fp.Records, ack: ack, ctx: spanCtx, span: span})
-		})
-		if max := p.cfg.Kafka.MaxPollRecords; max <= 0 || fetches.NumRecords() < max {
-			// The poll took every record the client had buffered: no
-			// later poll shares a fetch buffer with this group's.
-			group.close()
-			group = nil
-		}
+		group = p.takePoll(fetches, polled, group)
 		p.checkFlow()
 		p.client.AllowRebalance()
 	}
+}
+
+// takePoll hands each partition's records of one poll to its worker as a
+// batch, in group (a new group when nil), and returns the group the next
+// poll joins: nil once this poll closed it.
+func (p *Pipeline) takePoll(fetches kgo.Fetches, polled time.Time, group *fetchGroup) *fetchGroup {
+	if group == nil {
+		group = newFetchGroup()
+	}
+	fetches.EachError(func(topic string, partition int32, err error) {
+		if errors.Is(err, context.Canceled) {
+			return
+		}
+		p.log.Warn("fetch error", "topic", topic, "partition", partition, "err", err)
+	})
+	fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
+		if len(fp.Records) == 0 {
+			return
+		}
+		w := p.worker(topicPartition{fp.Topic, fp.Partition})
+		w.acks.hwm.Store(fp.HighWatermark)
+		ack := w.acks.trackPolled(fp.Records, polled)
+		group.add(ack)
+		spanCtx, span := p.startConsume(fp)
+		ack.span = span.SpanContext()
+		w.submit(polledBatch{recs: fp.Records, ack: ack, ctx: spanCtx, span: span})
+	})
+	if max := p.cfg.Kafka.MaxPollRecords; max <= 0 || fetches.NumRecords() < max {
+		// The poll took every record the client had buffered: no later
+		// poll shares a fetch buffer with this group's.
+		group.close()
+		return nil
+	}
+	return group
 }
 
 // A fetchGroup is a run of polls whose records may share fetch buffers,
@@ -70,20 +78,41 @@ func (p *Pipeline) pollLoop(ctx context.Context) {
 // is garbage. Each batch then gives it back (batchAck.releaseData); the
 // rows the records became stay counted until they land. A group that
 // never closes (every poll full) leaves its batches' data counted until
-// they are done, as it was before.
+// they are done, as it was before; it keeps only the batches not done, so
+// that a backlog polled full for hours does not grow it. The group spans
+// every route of the pipeline: a batch one tenant's module has not
+// transformed yet (a slow module, a cool-down) holds its records' fetch
+// buffer, so the other batches of the group keep their data counted until
+// it is transformed or they are done, which is never longer than before.
 type fetchGroup struct {
-	mu      sync.Mutex
-	open    bool // a later poll may still join
-	pending int  // batches not transformed and dead letters not produced
-	acks    []*batchAck
+	mu        sync.Mutex
+	open      bool // a later poll may still join
+	pending   int  // batches not transformed and dead letters not produced
+	acks      []*batchAck
+	compactAt int // len(acks) at which add drops the batches done
 }
 
-func newFetchGroup() *fetchGroup { return &fetchGroup{open: true} }
+func newFetchGroup() *fetchGroup { return &fetchGroup{open: true, compactAt: minCompact} }
+
+// minCompact is the fewest batches a group holds before add looks for done
+// ones to drop.
+const minCompact = 64
 
 // add puts b in the group, untransformed.
 func (g *fetchGroup) add(b *batchAck) {
 	g.mu.Lock()
 	g.pending++
+	if len(g.acks) >= g.compactAt {
+		kept := g.acks[:0]
+		for _, a := range g.acks {
+			if !a.isDone() {
+				kept = append(kept, a)
+			}
+		}
+		clear(g.acks[len(kept):])
+		g.acks = kept
+		g.compactAt = max(minCompact, 2*len(kept))
+	}
 	g.acks = append(g.acks, b)
 	g.mu.Unlock()
 	b.group = g

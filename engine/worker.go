@@ -124,27 +124,36 @@ func (w *partitionWorker) submit(b polledBatch) {
 	}
 }
 
-func (w *partitionWorker) take() []polledBatch {
+// next takes the oldest batch handed to the worker. The queue keeps no
+// reference to it, so that its records are garbage once it is processed
+// (see transform), while later batches still wait.
+func (w *partitionWorker) next() (polledBatch, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	q := w.queue
-	w.queue = nil
-	return q
+	if len(w.queue) == 0 {
+		return polledBatch{}, false
+	}
+	b := w.queue[0]
+	w.queue[0] = polledBatch{}
+	w.queue = w.queue[1:]
+	if len(w.queue) == 0 {
+		w.queue = nil
+	}
+	return b, true
 }
 
-// processQueued processes the batches handed to the worker so far, in
-// order. A processed batch leaves the queue before the next is processed,
-// so that its records are garbage once it is (see transform).
+// processQueued processes the batches handed to the worker, in order,
+// until none is left.
 func (w *partitionWorker) processQueued(ctx context.Context) error {
-	q := w.take()
-	for i := range q {
-		b := q[i]
-		q[i] = polledBatch{}
+	for {
+		b, ok := w.next()
+		if !ok {
+			return nil
+		}
 		if err := w.process(ctx, b); err != nil {
 			return err
 		}
 	}
-	return nil
 }
 
 // errWorkerStopped ends a worker that was told to stop while it could not

@@ -221,6 +221,52 @@ func TestStopWorkersWaitsForCancelledWorker(t *testing.T) {
 	}
 }
 
+// TestTakePollGroups: a poll that took max_poll_records leaves its fetch
+// group open for the next poll, whose records may share its buffers; a
+// poll that took fewer closes the group, and the group holds the batches
+// of both.
+func TestTakePollGroups(t *testing.T) {
+	p, _ := workerTestPipeline(t, 0, time.Hour)
+	p.cfg.Kafka.MaxPollRecords = 3
+	poll := func(parts map[int32]int) kgo.Fetches {
+		var fps []kgo.FetchPartition
+		for part, n := range parts {
+			fp := kgo.FetchPartition{Partition: part}
+			for i := range n {
+				fp.Records = append(fp.Records, &kgo.Record{Topic: "logs", Partition: part, Offset: int64(i), Value: []byte(`{"msg":"x"}`)})
+			}
+			fps = append(fps, fp)
+		}
+		return kgo.Fetches{{Topics: []kgo.FetchTopic{{Topic: "logs", Partitions: fps}}}}
+	}
+	g := p.takePoll(poll(map[int32]int{0: 2, 1: 1}), time.Now(), nil)
+	if g == nil {
+		t.Fatal("a poll of max_poll_records closed its group")
+	}
+	g.mu.Lock()
+	open, batches := g.open, len(g.acks)
+	g.mu.Unlock()
+	if !open || batches != 2 {
+		t.Fatalf("after a poll of max_poll_records: open %v with %d batches, want open with the poll's 2", open, batches)
+	}
+	if next := p.takePoll(poll(map[int32]int{2: 1}), time.Now(), g); next != nil {
+		t.Fatal("a poll of fewer than max_poll_records left a group open")
+	}
+	g.mu.Lock()
+	open, batches, pending := g.open, len(g.acks), g.pending
+	g.mu.Unlock()
+	if open || batches != 3 || pending != 3 {
+		t.Fatalf("after the short poll: open %v, %d batches, %d pending; want closed, 3, 3 (none transformed)", open, batches, pending)
+	}
+	if g := p.takePoll(poll(map[int32]int{0: 1}), time.Now(), nil); g != nil {
+		t.Fatal("a short poll alone left its group open")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	p.stopWorkers(ctx, p.allPartitions())
+	p.workerGroup.Wait()
+}
+
 // TestMetricsAfterReactivation: activating a binary the route ran before
 // (a rollback) keeps one metric series per binary, counting on; before,
 // the second series of the same labels made every scrape fail with 500.
@@ -337,6 +383,46 @@ func TestWorkerKeepsNoRecordBytes(t *testing.T) {
 		}
 	}
 	runtime.KeepAlive(w)
+}
+
+// TestQueueKeepsNoTakenBatch: a batch the worker has taken from its queue
+// is not kept by the queue while later batches wait there, so that its
+// records' fetch buffer is garbage once it is processed. Before, the
+// worker took the whole queue and kept it until its last batch was
+// processed.
+func TestQueueKeepsNoTakenBatch(t *testing.T) {
+	p, _ := workerTestPipeline(t, 100, time.Hour)
+	tp := topicPartition{"logs", 0}
+	a := &partitionAcks{topic: tp.topic, partition: tp.partition}
+	w := newPartitionWorker(p, tp, a)
+	batch := func(off int64) (polledBatch, weak.Pointer[[64]byte]) {
+		buf := new([64]byte)
+		b := testBatch(a, off, 1)
+		b.recs[0].Value = append(buf[:0], `{"msg":"x"}`...)
+		return b, weak.Make(buf)
+	}
+	first, firstBuf := batch(0)
+	second, secondBuf := batch(1)
+	w.submit(first)
+	w.submit(second)
+	first, second = polledBatch{}, polledBatch{}
+	if b, ok := w.next(); !ok || b.recs[0].Offset != 0 {
+		t.Fatalf("next = offset %v, %v; want the first batch", b.recs, ok)
+	}
+	runtime.GC()
+	runtime.GC()
+	if firstBuf.Value() != nil {
+		t.Error("the queue still holds the batch taken from it")
+	}
+	if secondBuf.Value() == nil {
+		t.Fatal("the batch still queued was collected")
+	}
+	if b, ok := w.next(); !ok || b.recs[0].Offset != 1 {
+		t.Fatalf("next = %v, %v; want the second batch", b.recs, ok)
+	}
+	if _, ok := w.next(); ok {
+		t.Error("next took a batch from an empty queue")
+	}
 }
 
 // malformedEnv is a partition worker of topic adv running malformed-rows

@@ -117,28 +117,70 @@ func (p *process) pid() int {
 // CPUTime is the CPU time (user and system, all threads) process pid has
 // used so far, from /proc/<pid>/stat (Linux).
 func CPUTime(pid int) (time.Duration, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	path := fmt.Sprintf("/proc/%d/stat", pid)
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return 0, err
 	}
-	// The command name, in parentheses, may hold spaces: fields count from
-	// after its closing parenthesis. utime and stime are fields 14 and 15,
-	// in clock ticks (USER_HZ, 100 on every Linux architecture Go supports).
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
+	_, d, err := parseStat(path, b)
+	return d, err
+}
+
+// ThreadCPU is one thread's name (its comm: ClickHouse names its threads
+// by pool, e.g. TCPHandler, BackgrProcPool) and the CPU time it has used.
+type ThreadCPU struct {
+	Name string
+	CPU  time.Duration
+}
+
+// ThreadCPUTimes is the CPU time each live thread of process pid has used
+// so far, by thread id, from /proc/<pid>/task/*/stat. A thread that exits
+// between the listing and the read is left out.
+func ThreadCPUTimes(pid int) (map[int]ThreadCPU, error) {
+	dir := fmt.Sprintf("/proc/%d/task", pid)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
 	}
-	f := strings.Fields(string(b[i+1:]))
+	out := make(map[int]ThreadCPU, len(ents))
+	for _, e := range ents {
+		tid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		path := dir + "/" + e.Name() + "/stat"
+		b, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		if name, d, err := parseStat(path, b); err == nil {
+			out[tid] = ThreadCPU{Name: name, CPU: d}
+		}
+	}
+	return out, nil
+}
+
+// parseStat reads the command name and the CPU time (utime + stime) of a
+// /proc stat file. The name, in parentheses, may hold spaces: fields count
+// from after its closing parenthesis. utime and stime are fields 14 and
+// 15, in clock ticks (USER_HZ, 100 on every Linux architecture Go
+// supports).
+func parseStat(path string, b []byte) (string, time.Duration, error) {
+	open, end := bytes.IndexByte(b, '('), bytes.LastIndexByte(b, ')')
+	if open < 0 || end < open {
+		return "", 0, fmt.Errorf("%s: no command name", path)
+	}
+	f := strings.Fields(string(b[end+1:]))
 	if len(f) < 13 {
-		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
+		return "", 0, fmt.Errorf("%s: %d fields", path, len(f))
 	}
 	ut, err1 := strconv.ParseUint(f[11], 10, 64)
 	st, err2 := strconv.ParseUint(f[12], 10, 64)
 	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("/proc/%d/stat: utime %q stime %q", pid, f[11], f[12])
+		return "", 0, fmt.Errorf("%s: utime %q stime %q", path, f[11], f[12])
 	}
 	const userHZ = 100
-	return time.Duration(ut+st) * (time.Second / userHZ), nil
+	return string(b[open+1 : end]), time.Duration(ut+st) * (time.Second / userHZ), nil
 }
 
 // exitStatus describes how the exited process ended.

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"os"
 	"runtime"
 	"strings"
 	"testing"
@@ -474,5 +475,23 @@ func testClickHouseKafkaEngine(t *testing.T, server Server, k *Kafka) {
 			t.Fatalf("ClickHouse consumed %q, want 10 rows", got)
 		}
 		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// TestParseStat: the command name may hold spaces and parentheses; utime
+// and stime are counted from after its last closing parenthesis.
+func TestParseStat(t *testing.T) {
+	// pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime ...
+	stat := []byte("42 (Bg (pool) 1) S 1 1 1 0 -1 4194560 10 0 0 0 250 50 0 0 20 0 1 0\n")
+	name, d, err := parseStat("stat", stat)
+	if err != nil || name != "Bg (pool) 1" || d != 3*time.Second {
+		t.Fatalf("parseStat = %q, %v, %v; want \"Bg (pool) 1\", 3s, nil", name, d, err)
+	}
+	if _, _, err := parseStat("stat", []byte("42 no name S 1")); err == nil {
+		t.Error("parseStat took a stat without a command name")
+	}
+	threads, err := ThreadCPUTimes(os.Getpid())
+	if err != nil || len(threads) == 0 {
+		t.Fatalf("ThreadCPUTimes of this process: %d threads, %v", len(threads), err)
 	}
 }

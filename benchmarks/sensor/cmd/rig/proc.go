@@ -78,78 +78,31 @@ func describeMachine(cores int) machine {
 	return m
 }
 
-// threadTicks is the CPU, in clock ticks, that each live thread of process
-// pid has used so far, by thread id, with the thread's name (its comm:
-// ClickHouse names its threads by pool, e.g. TCPHandler, BackgrProcPool).
-type threadTicks map[int]threadTick
-
-type threadTick struct {
-	name  string
-	ticks uint64
-}
-
-// threadCPU reads /proc/<pid>/task/*/stat. A thread that exits between
-// the listing and the read is left out.
-func threadCPU(pid int) (threadTicks, error) {
-	dir := fmt.Sprintf("/proc/%d/task", pid)
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, err
-	}
-	out := make(threadTicks, len(ents))
-	for _, e := range ents {
-		tid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(dir + "/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-		if open < 0 || end < open {
-			continue
-		}
-		f := strings.Fields(s[end+1:])
-		if len(f) < 13 {
-			continue
-		}
-		ut, err1 := strconv.ParseUint(f[11], 10, 64)
-		st, err2 := strconv.ParseUint(f[12], 10, 64)
-		if err1 != nil || err2 != nil {
-			continue
-		}
-		out[tid] = threadTick{name: s[open+1 : end], ticks: ut + st}
-	}
-	return out, nil
-}
-
 // exitedThreads names the CPU that threadsBetween cannot put to a live
 // thread: threads that ran during the span and exited before its end.
 const exitedThreads = "(exited threads)"
 
-// threadsBetween is the CPU seconds each thread name used from a to b,
-// with the process's total over the same span (total, from its /proc stat)
-// less what the live threads account for under exitedThreads. A thread
-// started after a counts from zero.
-func threadsBetween(a, b threadTicks, total float64) map[string]float64 {
-	const userHZ = 100
+// threadsBetween is the CPU seconds each thread name used from a to b
+// (testinfra.ThreadCPUTimes of one process), with the process's total over
+// the same span (total, from its /proc stat) less what the live threads
+// account for under exitedThreads. A thread started after a counts from
+// zero.
+func threadsBetween(a, b map[int]testinfra.ThreadCPU, total float64) map[string]float64 {
 	out := map[string]float64{}
 	sum := 0.0
 	for tid, t := range b {
-		d := float64(t.ticks)
-		if p, ok := a[tid]; ok && p.ticks <= t.ticks {
-			d = float64(t.ticks - p.ticks)
+		d := t.CPU
+		if p, ok := a[tid]; ok && p.CPU <= t.CPU {
+			d -= p.CPU
 		}
 		if d == 0 {
 			continue
 		}
-		out[t.name] += d / userHZ
-		sum += d / userHZ
+		out[t.Name] += d.Seconds()
+		sum += d.Seconds()
 	}
 	if rest := total - sum; rest >= 0.05 {
-		out[exitedThreads] = round3(rest)
+		out[exitedThreads] = rest
 	}
 	for k, v := range out {
 		out[k] = round3(v)

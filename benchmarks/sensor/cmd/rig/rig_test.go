@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/sluicehq/sluice/internal/testinfra"
 )
 
 func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(b)) }
@@ -332,5 +334,22 @@ func TestSBSJSONModule(t *testing.T) {
 		} else if name != "examples/sensor-batch-json" || params != nil {
 			t.Errorf("-module %s: %q %v, want the Go JSON module without parameters", m, name, params)
 		}
+	}
+}
+
+// TestThreadsBetween: a thread's CPU counts from the first snapshot, or
+// from zero when it started after it; what the process used beyond its
+// live threads goes to exitedThreads.
+func TestThreadsBetween(t *testing.T) {
+	a := map[int]testinfra.ThreadCPU{1: {Name: "TCPHandler", CPU: time.Second}, 2: {Name: "Merge", CPU: 2 * time.Second}}
+	b := map[int]testinfra.ThreadCPU{1: {Name: "TCPHandler", CPU: 3 * time.Second}, 2: {Name: "Merge", CPU: 2 * time.Second},
+		3: {Name: "Merge", CPU: 500 * time.Millisecond}}
+	got := threadsBetween(a, b, 4)
+	want := map[string]float64{"TCPHandler": 2, "Merge": 0.5, exitedThreads: 1.5}
+	if !maps.Equal(got, want) {
+		t.Errorf("threadsBetween = %v, want %v", got, want)
+	}
+	if s := topThreads(got, 2); s != "TCPHandler 2.0, (exited threads) 1.5" {
+		t.Errorf("topThreads = %q", s)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/testinfra"
 )
 
 // sample is one observation during an arm, every sampleInterval.
@@ -49,7 +51,7 @@ func (e *env) watch(ctx context.Context, w watchSpec) (watchResult, error) {
 	var r watchResult
 	cpu0, _ := cpuSeconds(w.pid)
 	ch0, _ := cpuSeconds(e.chPID)
-	chThreads0, _ := threadCPU(e.chPID)
+	chThreads0, _ := testinfra.ThreadCPUTimes(e.chPID)
 	k0, _ := cpuSeconds(e.kafkaPID)
 	lastChange, lastLanded := time.Now(), int64(-1)
 	tick := time.NewTicker(sampleInterval)
@@ -78,7 +80,7 @@ func (e *env) watch(ctx context.Context, w watchSpec) (watchResult, error) {
 		r.samples = append(r.samples, s)
 		if n >= w.expected && !r.complete {
 			r.complete, r.tDone = true, s.T
-			if t, err := threadCPU(e.chPID); err == nil && chThreads0 != nil {
+			if t, err := testinfra.ThreadCPUTimes(e.chPID); err == nil && chThreads0 != nil {
 				r.chThreads = threadsBetween(chThreads0, t, s.CHCPU)
 			}
 		}
