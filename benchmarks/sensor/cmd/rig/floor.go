@@ -16,8 +16,9 @@ import (
 
 // insertFloor is the floor arm: the drain's rows, computed by the
 // reference transform in the rig's process, inserted with ch-go straight
-// into a table of the same layout, in inserts of the size sluice's drain
-// made (or floorInsertRows). It is what the server spends on these rows
+// into a table of the same layout, in inserts of the sizes sluice's drain
+// made, in its order (or of floorInsertRows): the same blocks, each as one
+// Native block. It is what the server spends on these rows
 // when nothing but a plain client stands before it: the yardstick for the
 // server's CPU per row under sluice's inserts. On 26.9 the LowCardinality
 // columns go as LowCardinality, on 18.16 as String at protocol revision
@@ -26,7 +27,7 @@ import (
 type insertFloor struct {
 	Rows           int64   `json:"rows"`
 	Inserts        int     `json:"inserts"`
-	RowsPerInsert  int     `json:"rows_per_insert"`
+	RowsPerInsert  int     `json:"rows_per_insert"` // on average
 	ElapsedS       float64 `json:"elapsed_s"`
 	ClickHouseCPUS float64 `json:"clickhouse_cpu_s"`
 	// ClickHouseCPUUsPerRow is the server's CPU from the first insert to
@@ -43,25 +44,32 @@ type insertFloor struct {
 // floorInsertRows is the floor's insert size when the drain did not run.
 const floorInsertRows = 250_000
 
-func (r *rig) floor(ctx context.Context, rowsPerInsert int) *insertFloor {
+func (r *rig) floor(ctx context.Context, sizes []int64) *insertFloor {
 	// The drain's merges must not count as the floor's.
 	if err := r.env.waitMergesIdle(ctx, 2*time.Minute); err != nil {
 		return &insertFloor{Error: err.Error()}
 	}
-	return r.chgoInserts(ctx, "se_floor", rowsPerInsert, 0)
+	return r.chgoInserts(ctx, "se_floor", sizes, 0)
 }
 
 // chgoInserts inserts the drain's rows with ch-go into a new table of the
-// layout, in inserts of rowsPerInsert rows (floorInsertRows if 0), at most
+// layout, insert i of sizes[i] rows (floorInsertRows if none), at most
 // at rowsPerSec rows per second when it is above 0, and gates them.
-func (r *rig) chgoInserts(ctx context.Context, table string, rowsPerInsert int, rowsPerSec float64) *insertFloor {
+func (r *rig) chgoInserts(ctx context.Context, table string, sizes []int64, rowsPerSec float64) *insertFloor {
 	e := r.env
 	batches := r.prof.drainBatches
 	want := sensor.Expect(batches, sensor.DrainSendTsUs)
-	f := &insertFloor{Rows: int64(want.Rows), RowsPerInsert: rowsPerInsert}
-	if f.RowsPerInsert <= 0 {
-		f.RowsPerInsert = floorInsertRows
+	f := &insertFloor{Rows: int64(want.Rows)}
+	if len(sizes) == 0 {
+		sizes = []int64{floorInsertRows}
 	}
+	var sum int64
+	for _, n := range sizes {
+		sum += n
+	}
+	f.RowsPerInsert = int(sum / int64(len(sizes)))
+	// Insert i takes sizes[i] rows, from the start again past the last.
+	size := func() int { return int(max(1, sizes[f.Inserts%len(sizes)])) }
 	if err := e.ch.Exec(ctx, e.layout.DDL(table)); err != nil {
 		f.Error = err.Error()
 		return f
@@ -110,7 +118,7 @@ func (r *rig) chgoInserts(ctx context.Context, table string, rowsPerInsert int, 
 	}
 	for h, row := range sensor.Rows(batches, sensor.DrainSendTsUs) {
 		cols.Append(row, h)
-		if cols.Rows() >= f.RowsPerInsert {
+		if cols.Rows() >= size() {
 			if err = send(); err != nil {
 				break
 			}
@@ -156,13 +164,13 @@ type besideFloor struct {
 	Floor *insertFloor  `json:"floor"`
 }
 
-func (r *rig) floorBeside(ctx context.Context, rowsPerInsert int, rowsPerSec float64) *besideFloor {
+func (r *rig) floorBeside(ctx context.Context, sizes []int64, rowsPerSec float64) *besideFloor {
 	e := r.env
 	d := &drainFigures{System: "sluice", Format: "avro", Topic: "sensor_avro", Table: "se_drain_beside", Batches: r.prof.drainBatches}
 	want := sensor.Expect(d.Batches, sensor.DrainSendTsUs)
 	b := &besideFloor{Drain: d}
 	r.runSluice(ctx, d, e.avroWasm, int64(want.Rows), func() sensor.Expectation { return want }, func(ctx context.Context) error {
-		b.Floor = r.chgoInserts(ctx, "se_floor_beside", rowsPerInsert, rowsPerSec)
+		b.Floor = r.chgoInserts(ctx, "se_floor_beside", sizes, rowsPerSec)
 		if b.Floor.Error != "" {
 			return errors.New(b.Floor.Error)
 		}
@@ -192,8 +200,26 @@ func insertRatio(d *drainFigures, f *insertFloor) (ratio, drainUs, floorUs, slac
 	return drainUs / floorUs, drainUs, floorUs, slack, true
 }
 
+// userSplit is ", of which user a / b" for two arms' inserts, each's user
+// CPU per row in µs, when both have ProfileEvents (26.9): the system time
+// is the rest, and it moves with what the kernel has to do for the
+// server's memory rather than with what the client sent
+// (benchmarks/README.md).
+func userSplit(a, b *serverCounters) string {
+	user := func(c *serverCounters) (float64, bool) {
+		us, ok := c.InsertEvents["UserTimeMicroseconds"]
+		return float64(us) / float64(c.InsertedRows), ok && c.InsertedRows > 0
+	}
+	ua, oka := user(a)
+	ub, okb := user(b)
+	if !oka || !okb {
+		return ""
+	}
+	return fmt.Sprintf(", of which user %.3f / %.3f", ua, ub)
+}
+
 func (f *insertFloor) summary() string {
-	s := fmt.Sprintf("ch-go/%d rows in %d inserts of %d: clickhouse %.1f CPU-s (%.2f µs per row); gates pass %v; %s",
+	s := fmt.Sprintf("ch-go/%d rows in %d inserts of %d on average: clickhouse %.1f CPU-s (%.2f µs per row); gates pass %v; %s",
 		f.Rows, f.Inserts, f.RowsPerInsert, f.ClickHouseCPUS, f.ClickHouseCPUUsPerRow, f.GatesPass, f.Server)
 	if f.Error != "" {
 		s += "; ERROR: " + f.Error

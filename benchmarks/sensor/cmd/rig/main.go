@@ -93,7 +93,7 @@ func (r *rig) progress(name string) func(sample, int64) {
 func main() {
 	profName := flag.String("profile", "quick", "quick (CI-sized) or full (20M rows drained)")
 	serverName := flag.String("server", string(testinfra.Modern), "ClickHouse to run on: 26.9 (the published layout, the primary figure) or 18.16 (the compatibility arm)")
-	arms := flag.String("arms", "wasm,drain,floor,beside,sustained,sbs", "arms to run, comma-separated: wasm, drain, floor (the drain's rows inserted by ch-go alone, in inserts of the drain's size: the server's CPU floor), beside (the floor again, beside a second drain; after drain), sustained, sbs, delivery (the drain at least once and exactly once, A B A B; 26.9 only)")
+	arms := flag.String("arms", "wasm,drain,floor,beside,sustained,sbs", "arms to run, comma-separated: wasm, drain, floor (the drain's rows inserted by ch-go alone, in inserts of the drain's sizes: the server's CPU floor), beside (the floor again, beside a second drain; after drain), sustained, sbs, delivery (the drain at least once and exactly once, A B A B; 26.9 only)")
 	batches := flag.Uint64("batches", 0, "drain batches (of 100 events); default from the profile")
 	sbsBatches := flag.Uint64("sbs-batches", 0, "side-by-side batches; default from the profile")
 	susSeconds := flag.Float64("sustained-seconds", 0, "seconds of production per sustained rate; default from the profile")
@@ -189,11 +189,11 @@ func main() {
 		}
 	}
 	if want["floor"] {
-		perInsert := 0
-		if d := res.Drain; d != nil && d.Server != nil && d.Server.Inserts > 0 {
-			perInsert = int(d.Server.InsertedRows / d.Server.Inserts)
+		var sizes []int64
+		if d := res.Drain; d != nil && d.Server != nil {
+			sizes = d.Server.InsertRows
 		}
-		res.Floor = r.floor(ctx, perInsert)
+		res.Floor = r.floor(ctx, sizes)
 		logf("floor: %s", res.Floor.summary())
 		if res.Drain != nil {
 			for _, d := range eventDiffs(res.Drain.Server, res.Floor.Server, 6) {
@@ -203,7 +203,7 @@ func main() {
 	}
 	if want["beside"] && res.Drain != nil && res.Drain.Error == "" && res.Drain.Server != nil && res.Drain.Server.Inserts > 0 {
 		d := res.Drain
-		res.Beside = r.floorBeside(ctx, int(d.Server.InsertedRows/d.Server.Inserts), d.AfterFirstRowsPerSec)
+		res.Beside = r.floorBeside(ctx, d.Server.InsertRows, d.AfterFirstRowsPerSec)
 		logf("beside: %s", res.Beside.Drain.summary())
 		logf("beside: %s", res.Beside.Floor.summary())
 	}
@@ -340,13 +340,13 @@ func targets(res *result) []target {
 		add("drain: peak RSS of sluice", "<= 512 MiB", fmt.Sprintf("%.0f MiB", d.PeakRSSMiB), met(d.PeakRSSMiB > 0 && d.PeakRSSMiB <= 512))
 		if ratio, sl, fl, slack, ok := insertRatio(d, res.Floor); ok {
 			add("drain: server CPU per row of the inserts, sluice's / ch-go's (floor arm, after the drain)", "<= 1.0",
-				fmt.Sprintf("%.2f (%.3f / %.3f µs)", ratio, sl, fl), met(sl <= fl+slack))
+				fmt.Sprintf("%.2f (%.3f / %.3f µs%s)", ratio, sl, fl, userSplit(d.Server, res.Floor.Server)), met(sl <= fl+slack))
 		}
 		if b := res.Beside; b != nil {
 			gates(b.Drain)
 			if ratio, sl, fl, slack, ok := insertRatio(b.Drain, b.Floor); ok {
 				add("drain: server CPU per row of the inserts, sluice's / ch-go's (beside a second drain)", "<= 1.0",
-					fmt.Sprintf("%.2f (%.3f / %.3f µs)", ratio, sl, fl), met(sl <= fl+slack))
+					fmt.Sprintf("%.2f (%.3f / %.3f µs%s)", ratio, sl, fl, userSplit(b.Drain.Server, b.Floor.Server)), met(sl <= fl+slack))
 			} else {
 				add("drain: server CPU per row of the inserts, sluice's / ch-go's (beside a second drain)", "<= 1.0", "-",
 					"failed: "+join(b.Drain.Error, b.Floor.Error))

@@ -353,3 +353,28 @@ func TestThreadsBetween(t *testing.T) {
 		t.Errorf("topThreads = %q", s)
 	}
 }
+
+func TestParseInts(t *testing.T) {
+	got, err := parseInts("1005499\n694712\n19145\n")
+	if err != nil || !reflect.DeepEqual(got, []int64{1005499, 694712, 19145}) {
+		t.Fatalf("parseInts = %v, %v", got, err)
+	}
+	if got, err := parseInts(""); err != nil || len(got) != 0 {
+		t.Fatalf("parseInts of nothing = %v, %v", got, err)
+	}
+	if _, err := parseInts("12\nx\n"); err == nil {
+		t.Fatal("parseInts took a line that is not an integer")
+	}
+}
+
+func TestUserSplit(t *testing.T) {
+	a := &serverCounters{InsertedRows: 1000, InsertEvents: map[string]int64{"UserTimeMicroseconds": 175}}
+	b := &serverCounters{InsertedRows: 2000, InsertEvents: map[string]int64{"UserTimeMicroseconds": 338}}
+	if got := userSplit(a, b); got != ", of which user 0.175 / 0.169" {
+		t.Fatalf("userSplit = %q", got)
+	}
+	// 18.16 keeps no ProfileEvents map: nothing to split.
+	if got := userSplit(a, &serverCounters{InsertedRows: 2000}); got != "" {
+		t.Fatalf("userSplit without events = %q", got)
+	}
+}

@@ -35,6 +35,8 @@ type serverCounters struct {
 	Inserts          int64   `json:"inserts"`
 	InsertedRows     int64   `json:"inserted_rows"`
 	InsertCPUSeconds float64 `json:"insert_cpu_s"`
+	// InsertRows are the rows of each insert, in the order they started.
+	InsertRows []int64 `json:"insert_rows,omitempty"`
 	// InsertEvents are the inserts' ProfileEvents, summed (26.9), to tell
 	// where two arms' inserts of the same rows differ.
 	InsertEvents map[string]int64 `json:"insert_profile_events,omitempty"`
@@ -77,6 +79,18 @@ func (e *env) serverCounters(ctx context.Context, table string) *serverCounters 
 		return c
 	}
 	c.InsertCPUSeconds = float64(insertCPUus) / 1e6
+	start := "query_start_time_microseconds"
+	if e.server == testinfra.Legacy {
+		start = "query_start_time"
+	}
+	out, err = e.query(ctx, fmt.Sprintf("SELECT written_rows FROM system.query_log WHERE %s ORDER BY %s FORMAT TSV", inserts, start))
+	if err == nil {
+		c.InsertRows, err = parseInts(out)
+	}
+	if err != nil {
+		c.Error = "query_log: " + err.Error()
+		return c
+	}
 	if e.server == testinfra.Modern {
 		out, err := e.query(ctx, fmt.Sprintf(`SELECT k, sum(v) FROM system.query_log
 ARRAY JOIN mapKeys(ProfileEvents) AS k, mapValues(ProfileEvents) AS v WHERE %s GROUP BY k FORMAT TSV`, inserts))
@@ -185,4 +199,17 @@ func (c *serverCounters) String() string {
 	}
 	return fmt.Sprintf("server: %d inserts (%.1f CPU-s), %d new parts (%.0f rows each), %d merges of %d rows (%.1f s, %.1f CPU-s; %.2f merged per written row)",
 		c.Inserts, c.InsertCPUSeconds, c.NewParts, c.RowsPerNewPart, c.Merges, c.MergedRows, c.MergeSeconds, c.MergeCPUSeconds, c.MergedPerWritten)
+}
+
+// parseInts reads one integer a line.
+func parseInts(tsv string) ([]int64, error) {
+	var ns []int64
+	for _, l := range strings.Fields(tsv) {
+		n, err := strconv.ParseInt(l, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not an integer", l)
+		}
+		ns = append(ns, n)
+	}
+	return ns, nil
 }
