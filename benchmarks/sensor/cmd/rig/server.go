@@ -35,7 +35,9 @@ type serverCounters struct {
 	Inserts          int64   `json:"inserts"`
 	InsertedRows     int64   `json:"inserted_rows"`
 	InsertCPUSeconds float64 `json:"insert_cpu_s"`
-	// InsertRows are the rows of each insert, in the order they started.
+	// InsertRows are the rows of each insert, in the order they started
+	// (on 18.16, whose query_log has it to the second, within a second in
+	// any order).
 	InsertRows []int64 `json:"insert_rows,omitempty"`
 	// InsertEvents are the inserts' ProfileEvents, summed (26.9), to tell
 	// where two arms' inserts of the same rows differ.
