@@ -98,7 +98,10 @@ func newFetchGroup() *fetchGroup { return &fetchGroup{open: true, compactAt: min
 // ones to drop.
 const minCompact = 64
 
-// add puts b in the group, untransformed.
+// add puts b in the group, untransformed. Dropping the batches done reads
+// each one's state under its partition's lock, inside g.mu: nothing takes
+// g.mu while it holds a partition's lock (finish and releaseData take them
+// one after the other), so the order cannot deadlock.
 func (g *fetchGroup) add(b *batchAck) {
 	g.mu.Lock()
 	g.pending++

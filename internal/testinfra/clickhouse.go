@@ -369,6 +369,32 @@ func (c *ClickHouse) Query(ctx context.Context, sql string) (string, error) {
 	return c.post(ctx, nil, strings.NewReader(sql))
 }
 
+// QueryLogged runs sql, a query of the server's logs (system.query_log,
+// part_log, …), after SYSTEM FLUSH LOGS, again and again until done takes
+// its output, and returns that output. The server may log a query's end
+// after it has answered the query, so a single flush can miss an entry
+// that is on its way. It gives up when ctx ends, with the last output and
+// an error that says so.
+func (c *ClickHouse) QueryLogged(ctx context.Context, sql string, done func(out string) bool) (string, error) {
+	for {
+		if err := c.Exec(ctx, "SYSTEM FLUSH LOGS"); err != nil {
+			return "", err
+		}
+		out, err := c.Query(ctx, sql)
+		if err != nil {
+			return "", err
+		}
+		if done(out) {
+			return out, nil
+		}
+		select {
+		case <-ctx.Done():
+			return out, fmt.Errorf("the logs did not show what was waited for (last answer %q): %w", out, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
 // Exec runs a statement through the HTTP interface, discarding any output.
 func (c *ClickHouse) Exec(ctx context.Context, sql string) error {
 	_, err := c.Query(ctx, sql)

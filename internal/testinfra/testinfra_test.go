@@ -387,28 +387,17 @@ func TestModernCapabilities(t *testing.T) {
 	if err := c.Exec(ctx, "SELECT 42 AS answer SETTINGS log_comment = 'probe', max_threads = 1"); err != nil {
 		t.Fatal(err)
 	}
-	// The server may log the query's end after answering it, so after the
-	// flush that raced it: flush again until the entry is there.
-	var (
-		got string
-		err error
-	)
-	for {
-		if err := c.Exec(ctx, "SYSTEM FLUSH LOGS"); err != nil {
-			t.Fatal(err)
-		}
-		got, err = c.Query(ctx, "SELECT Settings['max_threads'] FROM system.query_log WHERE log_comment = 'probe' AND type = 'QueryFinish'")
-		if err != nil || got != "" {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("no QueryFinish entry of the probe in query_log: %v", ctx.Err())
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+	got, err := c.QueryLogged(ctx, "SELECT Settings['max_threads'] FROM system.query_log WHERE log_comment = 'probe' AND type = 'QueryFinish'",
+		func(out string) bool { return out != "" })
 	if err != nil || got != "1\n" {
 		t.Fatalf("query_log Settings['max_threads'] = %q, %v; want 1", got, err)
+	}
+	// An entry that never comes: QueryLogged gives up when its context ends.
+	short, cancelShort := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancelShort()
+	if _, err := c.QueryLogged(short, "SELECT count() FROM system.query_log WHERE log_comment = 'never'",
+		func(out string) bool { return out != "0\n" }); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("QueryLogged of an entry that never comes: %v, want the context's deadline", err)
 	}
 }
 

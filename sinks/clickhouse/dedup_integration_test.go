@@ -123,20 +123,19 @@ func testRetriedInsertDeduplicated(t *testing.T, ch *testinfra.ClickHouse, trans
 	if !ch.Capabilities().QueryLog {
 		return
 	}
-	// The server may log an insert's end after it has answered it: flush
-	// the logs until both attempts are there (or a minute has passed).
-	var log string
-	waitFor(t, func() bool {
-		if err := ch.Exec(ctx, "SYSTEM FLUSH LOGS"); err != nil {
-			t.Fatal(err)
-		}
-		log = queryT(t, ch, fmt.Sprintf(`SELECT Settings['insert_deduplication_token'], Settings['async_insert'],
-			written_rows, ProfileEvents['DuplicatedInsertedBlocks']
-			FROM system.query_log
-			WHERE type = 'QueryFinish' AND query_kind = 'Insert' AND has(tables, 'default.%s')
-			ORDER BY event_time_microseconds`, table))
-		return strings.Count(log, "\n") >= 1
-	}, time.Minute, "query_log's entries of the first attempt and its retry")
+	// Both attempts' entries, however long the server takes to log them
+	// (a minute bounds a server that never does).
+	logCtx, logCancel := context.WithTimeout(context.Background(), time.Minute)
+	defer logCancel()
+	log, err := ch.QueryLogged(logCtx, fmt.Sprintf(`SELECT Settings['insert_deduplication_token'], Settings['async_insert'],
+		written_rows, ProfileEvents['DuplicatedInsertedBlocks']
+		FROM system.query_log
+		WHERE type = 'QueryFinish' AND query_kind = 'Insert' AND has(tables, 'default.%s')
+		ORDER BY event_time_microseconds`, table), func(out string) bool { return strings.Count(out, "\n") >= 2 })
+	if err != nil {
+		t.Fatalf("query_log's entries of the first attempt and its retry: %v", err)
+	}
+	log = strings.TrimSpace(log)
 	t.Logf("system.query_log (token, async_insert, written_rows, DuplicatedInsertedBlocks):\n%s", log)
 	lines := strings.Split(log, "\n")
 	if len(lines) != 2 {

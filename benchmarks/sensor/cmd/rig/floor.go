@@ -44,6 +44,30 @@ type insertFloor struct {
 // floorInsertRows is the floor's insert size when the drain did not run.
 const floorInsertRows = 250_000
 
+// floorSizes is the rows of each of the floor's inserts of rows rows: the
+// drain's insert sizes in their order, those of no rows left out (an
+// insert the server deduplicated), from the first again should they come
+// short of rows, and the last cut to what is left; floorInsertRows each
+// when the drain made none.
+func floorSizes(rows int64, drain []int64) []int64 {
+	var sizes []int64
+	for _, n := range drain {
+		if n > 0 {
+			sizes = append(sizes, n)
+		}
+	}
+	if len(sizes) == 0 {
+		sizes = []int64{floorInsertRows}
+	}
+	var plan []int64
+	for left := rows; left > 0; {
+		n := min(sizes[len(plan)%len(sizes)], left)
+		plan = append(plan, n)
+		left -= n
+	}
+	return plan
+}
+
 func (r *rig) floor(ctx context.Context, sizes []int64) *insertFloor {
 	// The drain's merges must not count as the floor's.
 	if err := r.env.waitMergesIdle(ctx, 2*time.Minute); err != nil {
@@ -60,16 +84,8 @@ func (r *rig) chgoInserts(ctx context.Context, table string, sizes []int64, rows
 	batches := r.prof.drainBatches
 	want := sensor.Expect(batches, sensor.DrainSendTsUs)
 	f := &insertFloor{Rows: int64(want.Rows)}
-	if len(sizes) == 0 {
-		sizes = []int64{floorInsertRows}
-	}
-	var sum int64
-	for _, n := range sizes {
-		sum += n
-	}
-	f.RowsPerInsert = int(sum / int64(len(sizes)))
-	// Insert i takes sizes[i] rows, from the start again past the last.
-	size := func() int { return int(max(1, sizes[f.Inserts%len(sizes)])) }
+	plan := floorSizes(f.Rows, sizes)
+	f.RowsPerInsert = int(f.Rows / int64(max(1, len(plan))))
 	if err := e.ch.Exec(ctx, e.layout.DDL(table)); err != nil {
 		f.Error = err.Error()
 		return f
@@ -118,7 +134,7 @@ func (r *rig) chgoInserts(ctx context.Context, table string, sizes []int64, rows
 	}
 	for h, row := range sensor.Rows(batches, sensor.DrainSendTsUs) {
 		cols.Append(row, h)
-		if cols.Rows() >= size() {
+		if f.Inserts < len(plan) && cols.Rows() >= int(plan[f.Inserts]) {
 			if err = send(); err != nil {
 				break
 			}

@@ -378,3 +378,25 @@ func TestUserSplit(t *testing.T) {
 		t.Fatalf("userSplit without events = %q", got)
 	}
 }
+
+// TestFloorSizes: the floor's inserts take the drain's sizes in their
+// order, skip the empty ones, start over should the drain's come short of
+// the rows, and end with what is left.
+func TestFloorSizes(t *testing.T) {
+	for _, c := range []struct {
+		rows  int64
+		drain []int64
+		want  []int64
+	}{
+		{1000, []int64{600, 300, 100}, []int64{600, 300, 100}},
+		{1000, []int64{600, 0, 300, 100}, []int64{600, 300, 100}}, // a deduplicated retry wrote nothing
+		{1000, []int64{400, 100}, []int64{400, 100, 400, 100}},
+		{1000, []int64{700, 700}, []int64{700, 300}},
+		{600_000, nil, []int64{floorInsertRows, floorInsertRows, 100_000}},
+		{10, []int64{0}, []int64{10}},
+	} {
+		if got := floorSizes(c.rows, c.drain); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("floorSizes(%d, %v) = %v, want %v", c.rows, c.drain, got, c.want)
+		}
+	}
+}
