@@ -104,6 +104,7 @@ var (
 	descSegReplayed  = prometheus.NewDesc("sluice_segments_replayed_total", "Exactly-once segments recorded by an earlier owner of their partition and rebuilt as the same inserts.", nil, nil)
 	descFenced       = prometheus.NewDesc("sluice_commits_fenced_total", "Offset commits the group coordinator refused because this member no longer owned the generation it named.", nil, nil)
 	descInsertErrors = prometheus.NewDesc("sluice_insert_errors_total", "Insert attempts that failed (and were retried or stopped the pipeline).", nil, nil)
+	descSorted       = prometheus.NewDesc("sluice_inserts_sorted_total", "Inserts whose rows sluice put in the table's sorting key order (clickhouse.sort_rows), so that the server did not sort them.", nil, nil)
 )
 
 // collector reads the pipeline's counters at scrape time.
@@ -112,7 +113,7 @@ type collector struct{ p *Pipeline }
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descVersionIn, descVersionRows, descVersionLive, descFailures, descRouteInfl, descRoutePaused, descSchemaChange, descSchemaRefuse, descRecordsIn, descErrored, descShardQueue, descShardFailing, descTableRows, descRowsOut, descDeadLettered, descTraps, descInstances,
 		descModMemory, descInflight, descBudget, descPauses, descResumes, descPaused, descModPauses, descLag, descQueueDepth,
-		descRowsInserted, descInserts, descInsertErrors, descTableDedup, descSegRecorded, descSegReplayed, descFenced} {
+		descRowsInserted, descInserts, descInsertErrors, descSorted, descTableDedup, descSegRecorded, descSegReplayed, descFenced} {
 		ch <- d
 	}
 }
@@ -145,6 +146,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descRowsInserted, st.Sink.InsertedRows)
 	counter(descInserts, st.Sink.Inserts)
 	counter(descInsertErrors, st.Sink.InsertErrors)
+	counter(descSorted, st.Sink.SortedInserts)
 	for _, sh := range st.Sink.Shards {
 		name := sh.Name
 		if name == "" {

@@ -54,7 +54,10 @@ type Table struct {
 	// 0; the versions of a table share stats.
 	version     int
 	shardingKey string // routing shards
-	stats       *tableStats
+	// sortKey is the table's sorting key as block columns, nil when
+	// sluice does not put its inserts in that order (sort_rows).
+	sortKey *sortKey
+	stats   *tableStats
 	// plan inserts the version's blocks into the table it was discovered
 	// as; plans replace it per shard once the table changed (see
 	// insertPlan).

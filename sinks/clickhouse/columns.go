@@ -38,6 +38,15 @@ type column interface {
 	streams(fn func([]byte))
 }
 
+// elemRange is where the elements of rows [from, from+n) of an Array or
+// Map column with these cumulative offsets lie in its element columns.
+func elemRange(offsets proto.ColUInt64, from, n int) (lo, hi uint64) {
+	if from > 0 {
+		lo = offsets[from-1]
+	}
+	return lo, offsets[from+n-1]
+}
+
 // wordBytes is the memory of a slice of words, as bytes.
 func wordBytes(v []uint64) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), 8*len(v))
@@ -178,6 +187,20 @@ func (c *stringColumn) reset() {
 }
 func (c *stringColumn) size() int               { return len(c.buf) }
 func (c *stringColumn) streams(fn func([]byte)) { fn(c.buf) }
+
+// value is row i's bytes, without their length.
+func (c *stringColumn) value(i int) []byte {
+	start := uint32(0)
+	if i > 0 {
+		start = c.ends[i-1]
+	}
+	v := c.buf[start:c.ends[i]]
+	if v[0] < 0x80 {
+		return v[1:]
+	}
+	_, k := binary.Uvarint(v)
+	return v[k:]
+}
 
 // errColumnFull is returned when a column of one block would pass 4 GiB.
 var errColumnFull = fmt.Errorf("the block's column would exceed 4 GiB; lower clickhouse.chunk_bytes")

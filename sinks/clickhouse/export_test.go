@@ -27,6 +27,16 @@ func SetBacklogGap(s *Sink, d time.Duration) { s.backlogGap = d }
 // retry, sends them (see blockJoiner). Over the native protocol it returns
 // how many blocks the insert sent; over HTTP, -1.
 func InsertParts(ctx context.Context, s *Sink, t *Table, blocks []*Block) (int, error) {
+	return insertParts(ctx, s, t, blocks, nil)
+}
+
+// InsertPartsSorted is InsertParts with the rows in the table's key order
+// (sort_rows: key), as a worker sends them.
+func InsertPartsSorted(ctx context.Context, s *Sink, t *Table, blocks []*Block) (int, error) {
+	return insertParts(ctx, s, t, blocks, &sortedEncoder{})
+}
+
+func insertParts(ctx context.Context, s *Sink, t *Table, blocks []*Block, sorted *sortedEncoder) (int, error) {
 	ins := &openInsert{t: t, sealed: true}
 	for _, b := range blocks {
 		ins.add(&part{sub: b.parts[0], chunk: &Chunk{block: b}})
@@ -37,7 +47,7 @@ func InsertParts(ctx context.Context, s *Sink, t *Table, blocks []*Block) (int, 
 		return 0, err
 	}
 	defer c.close()
-	err = c.insert(ctx, t.planFor(t.shards[0]), &partSource{ins: ins}, insertSettings{})
+	err = c.insert(ctx, t.planFor(t.shards[0]), &partSource{ins: ins, sorted: sorted}, insertSettings{})
 	if nc, ok := c.(*nativeConn); ok {
 		return nc.blocks, err
 	}

@@ -72,8 +72,7 @@ func splitRows(t *testing.T, tbl *Table, rows [][]byte, sizes []int) (whole *sub
 	return whole, parts
 }
 
-// joinedBytes is the column of parts as joined, through a Buffer (a
-// compressed block) and through a Writer (a plain one), which must agree.
+// joinedBytes is the column of parts as joined (columnBytes).
 func joinedBytes(t *testing.T, parts []proto.ColInput) []byte {
 	t.Helper()
 	var arena proto.Buffer
@@ -81,13 +80,20 @@ func joinedBytes(t *testing.T, parts []proto.ColInput) []byte {
 	for _, p := range parts {
 		j.rows += p.Rows()
 	}
+	return columnBytes(t, j)
+}
+
+// columnBytes is col as written through a Buffer (a compressed block) and
+// through a Writer (a plain one), which must agree.
+func columnBytes(t *testing.T, col proto.ColInput) []byte {
+	t.Helper()
 	var viaBuffer proto.Buffer
-	j.EncodeColumn(&viaBuffer)
+	col.EncodeColumn(&viaBuffer)
 	var out bytes.Buffer
 	w := proto.NewWriter(&out, new(proto.Buffer))
 	// Something already chained before the column, as in a block.
 	w.ChainBuffer(func(b *proto.Buffer) { b.PutString("header") })
-	j.WriteColumn(w)
+	col.WriteColumn(w)
 	if _, err := w.Flush(); err != nil {
 		t.Fatal(err)
 	}

@@ -132,6 +132,7 @@ type lowCardinalityString struct {
 	// (0: empty), by a hash of their words; reset clears it with the
 	// dictionary.
 	cache [lcCacheSlots]lcCacheEntry
+	state lcState
 }
 
 // lcCacheBits sizes an encoder's cache of short values: 1<<lcCacheBits
@@ -222,30 +223,54 @@ func (c *lowCardinalityString) EncodeColumn(b *proto.Buffer) {
 	if rows == 0 {
 		return
 	}
+	c.begin()
+	c.appendKeys(c.src, c.nulls, 0, rows)
+	c.writeGranule(b, rows)
+}
+
+// lcState is what keying carries from one row to the next.
+type lcState struct {
+	prev    lcShort
+	prevKey uint32 // math.MaxUint32: no row before
+	misses  int    // cache misses, less hits, so far
+}
+
+// begin starts an encoding: an empty dictionary, and for Nullable(String)
+// its NULL.
+func (c *lowCardinalityString) begin() {
 	c.reset()
 	if c.nulls != nil {
 		// Without a global dictionary, key 0 of a Nullable dictionary is NULL.
 		c.index.AppendBytes(nil)
 	}
-	// A value of up to 16 bytes is read as two words and its length, which
-	// are the value: it is compared with the row before's, then looked up
-	// in a small cache of the part's recent values, with no call and no
-	// hashing; a longer value, or one the cache does not hold, goes to the
-	// dictionary (key). A value equal to the row before's takes its key at
-	// once: a record's rows often repeat one (its sensor, its source). A
-	// column whose values miss the cache far more than they hit it goes
-	// straight to the dictionary for the rest of the part.
-	buf, ends := c.src.buf, c.src.ends[:rows]
+	c.state = lcState{prevKey: math.MaxUint32}
+}
+
+// appendKeys appends the keys of rows [from, to) of src (nulls its null
+// map, nil for a String column), adding their values to the dictionary.
+//
+// A value of up to 16 bytes is read as two words and its length, which
+// are the value: it is compared with the row before's, then looked up in
+// a small cache of the part's recent values, with no call and no hashing;
+// a longer value, or one the cache does not hold, goes to the dictionary
+// (key). A value equal to the row before's takes its key at once: a
+// record's rows often repeat one (its sensor, its source), and so do the
+// rows of a sorted insert. A column whose values miss the cache far more
+// than they hit it goes from the row before's straight to the dictionary
+// for the rest of the encoding.
+func (c *lowCardinalityString) appendKeys(src *stringColumn, nulls []byte, from, to int) {
+	buf, ends := src.buf, src.ends[from:to]
 	full := buf[:cap(buf)]
-	var prev lcShort
-	prevKey := uint32(math.MaxUint32) // no row before
-	misses := 0                       // cache misses, less hits, so far
+	st := c.state
 	start := 0
+	if from > 0 {
+		start = int(src.ends[from-1])
+	}
 	for i, e := range ends {
 		end := int(e)
 		at := start
 		start = end
-		if c.nulls != nil && c.nulls[i] == 1 {
+		if nulls != nil && nulls[from+i] == 1 {
 			c.keys = append(c.keys, 0)
 			continue
 		}
@@ -256,32 +281,39 @@ func (c *lowCardinalityString) EncodeColumn(b *proto.Buffer) {
 			_, k := binary.Uvarint(buf[at:end])
 			at += k
 		}
-		if misses > lcCacheMisses {
-			// The column's values do not repeat within the cache's reach:
-			// the cache would only cost.
-			c.keys = append(c.keys, c.key(buf[at:end]))
-			continue
-		}
 		v, ok := shortValue(full, at, end-at)
 		if !ok {
-			prevKey = math.MaxUint32
+			st.prevKey = math.MaxUint32
 			c.keys = append(c.keys, c.key(buf[at:end]))
 			continue
 		}
-		if v == prev && prevKey != math.MaxUint32 {
-			c.keys = append(c.keys, prevKey)
+		if v == st.prev && st.prevKey != math.MaxUint32 {
+			c.keys = append(c.keys, st.prevKey)
+			continue
+		}
+		if st.misses > lcCacheMisses {
+			// The column's values do not repeat within the cache's reach:
+			// the cache would only cost.
+			st.prev, st.prevKey = v, c.key(buf[at:end])
+			c.keys = append(c.keys, st.prevKey)
 			continue
 		}
 		e := &c.cache[v.slot()]
 		if e.v != v || e.key == 0 {
 			e.v, e.key = v, c.key(buf[at:end])+1
-			misses++
-		} else if misses > 0 {
-			misses--
+			st.misses++
+		} else if st.misses > 0 {
+			st.misses--
 		}
-		prev, prevKey = v, e.key-1
-		c.keys = append(c.keys, prevKey)
+		st.prev, st.prevKey = v, e.key-1
+		c.keys = append(c.keys, st.prevKey)
 	}
+	c.state = st
+}
+
+// writeGranule appends the granule of the rows keyed since begin: the
+// dictionary as additional keys, then a key per row.
+func (c *lowCardinalityString) writeGranule(b *proto.Buffer, rows int) {
 	n := c.index.Rows()
 	var width, keyType int
 	switch {

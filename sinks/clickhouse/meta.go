@@ -129,6 +129,9 @@ func (s *Sink) discover(ctx context.Context, name string, reread bool) (*Table, 
 	switch s.cfg.Routing {
 	case RoutingEndpoint:
 		t.shards = []*shard{s.single}
+		if s.cfg.SortRows == "key" {
+			t.sortKey = s.tableSortKey(ctx, t)
+		}
 	case RoutingDistributed:
 		engine, _, err := s.tableEngine(ctx, s.endpoint, s.cfg.Database, name)
 		if err != nil {
@@ -353,6 +356,28 @@ func (s *Sink) tableEngine(ctx context.Context, rep *replica, database, table st
 		return "", "", &PermanentError{Err: fmt.Errorf("table %s.%s is not in system.tables", database, table)}
 	}
 	return rows[0][0], rows[0][1], nil
+}
+
+// tableSortKey is the sorting key of t, a MergeTree-family table, as block
+// columns; nil when it is none, is not one sluice can order by, or the
+// server could not be asked (then the server sorts, as it would anyway).
+func (s *Sink) tableSortKey(ctx context.Context, t *Table) *sortKey {
+	rows, err := s.queryRetry(ctx, s.endpoint, fmt.Sprintf(
+		"SELECT engine, sorting_key FROM system.tables WHERE database = %s AND name = %s",
+		quoteString(t.Database), quoteString(t.Name)))
+	if err != nil || len(rows) != 1 || len(rows[0]) != 2 {
+		s.log.Debug("table's sorting key not read; its inserts go in arrival order", "table", t.FullName(), "err", err)
+		return nil
+	}
+	engine, expr := rows[0][0], rows[0][1]
+	if !strings.HasSuffix(engine, "MergeTree") || strings.TrimSpace(expr) == "" {
+		return nil
+	}
+	k, why := parseSortKey(expr, t)
+	if k == nil {
+		s.log.Debug("inserts go in arrival order", "table", t.FullName(), "reason", why)
+	}
+	return k
 }
 
 func quoteString(s string) string {

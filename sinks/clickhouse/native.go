@@ -215,7 +215,7 @@ func (emptyColumn) Reset()                     {}
 // hand they go as few blocks as the connection allows (blockJoiner); a
 // streaming insert sends a block per part, ch-go asking src for the next
 // one as it goes, and the server squashes them.
-func (nc *nativeConn) insert(ctx context.Context, plan *insertPlan, src *partSource, s insertSettings) error {
+func (nc *nativeConn) insert(ctx context.Context, plan *insertPlan, src *partSource, s insertSettings) (err error) {
 	if nc.c.IsClosed() {
 		return errConnClosed
 	}
@@ -239,10 +239,19 @@ func (nc *nativeConn) insert(ctx context.Context, plan *insertPlan, src *partSou
 	q := ch.Query{Body: plan.target.insertSQL}
 	if !src.stream {
 		j := &blockJoiner{nc: nc, plan: plan, columns: columns, parts: src.ins.parts}
-		input := slices.Clone(j.next())
+		blocks := j.next
+		if e := src.sorted; e != nil && e.start(plan, src.ins, nc.compressed, lc) {
+			blocks = e.next
+			defer func() {
+				if werr := e.finish(); err == nil && werr != nil {
+					err = fmt.Errorf("writing a sorted column: %w", werr)
+				}
+			}()
+		}
+		input := slices.Clone(blocks())
 		q.Input, nc.blocks = input, 1
 		q.OnInput = func(context.Context) error {
-			next := j.next()
+			next := blocks()
 			if next == nil {
 				input[0].Data = emptyColumn{}
 				return io.EOF

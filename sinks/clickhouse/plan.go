@@ -53,6 +53,19 @@ func (t *Table) planFor(sh *shard) *insertPlan {
 	return t.plan
 }
 
+// identity says whether the plan sends every block column as it is.
+func (p *insertPlan) identity() bool {
+	if p.err != nil {
+		return false
+	}
+	for i, c := range p.cols {
+		if c != i || p.conv[i] != nil {
+			return false
+		}
+	}
+	return true
+}
+
 // sameAs says whether o inserts the same columns in the same way as p.
 func (p *insertPlan) sameAs(o *insertPlan) bool {
 	if p.err != nil || o.err != nil {

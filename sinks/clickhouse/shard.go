@@ -243,6 +243,8 @@ type worker struct {
 	conn    conn
 	connRep *replica
 	timer   *time.Timer
+	// sorted sends inserts in their table's key order (sort_rows).
+	sorted sortedEncoder
 }
 
 func (w *worker) closeConn() {
@@ -276,6 +278,8 @@ type openInsert struct {
 	// insert_linger.
 	backlog bool
 	started time.Time
+	// sorted: an attempt sent its rows in the table's key order.
+	sorted bool
 }
 
 // segment is the exactly-once segment of the insert's part, "" for none:
@@ -300,6 +304,9 @@ type partSource struct {
 	ins    *openInsert
 	i      int
 	stream bool
+	// sorted, when not nil, sends the parts' rows in the table's key
+	// order (native transport; the parts are all at hand).
+	sorted *sortedEncoder
 }
 
 // next returns the next part, or nil at the end of the insert.
@@ -515,8 +522,16 @@ func (w *worker) insertWithRetry(ctx context.Context, ins *openInsert) error {
 				}
 				st.dedupToken = ins.token
 			}
+			var sorted *sortedEncoder
+			if err == nil && w.sortable(ins) && plan.identity() {
+				// Its rows go in the key order: all of them at once.
+				for !ins.sealed {
+					w.pull(ctx, ins)
+				}
+				sorted = &w.sorted
+			}
 			if err == nil {
-				src := &partSource{w: w, ins: ins, stream: !ins.sealed}
+				src := &partSource{w: w, ins: ins, stream: !ins.sealed, sorted: sorted}
 				err = w.conn.insert(ctx, plan, src, st)
 			}
 		}
@@ -528,6 +543,9 @@ func (w *worker) insertWithRetry(ctx context.Context, ins *openInsert) error {
 		w.observe(ins, rep, attempt, start, end, err, dups)
 		if err == nil {
 			ins.acked = end
+			if ins.sorted {
+				s.sortedInserts.Add(1)
+			}
 			rep.brk.success()
 			w.sh.failing.Store(nil)
 			w.sh.insertedRows.Add(int64(ins.rows))

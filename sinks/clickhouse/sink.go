@@ -116,6 +116,7 @@ type Sink struct {
 	insertedChunks atomic.Int64
 	inserts        atomic.Int64
 	insertErrors   atomic.Int64
+	sortedInserts  atomic.Int64
 	breakerOpens   atomic.Int64
 	inflightParts  atomic.Int64 // queued or being inserted
 
@@ -445,6 +446,9 @@ func (s *Sink) Close() {
 // Stats are the sink's counters.
 type Stats struct {
 	InsertedRows, InsertedChunks, Inserts, InsertErrors int64
+	// SortedInserts counts inserts whose rows sluice put in the table's
+	// key order (sort_rows).
+	SortedInserts int64
 	// QueueDepth is QueueDepth().
 	QueueDepth int
 	// BreakerOpens counts replica circuit breakers opening.
@@ -474,7 +478,7 @@ type ShardStats struct {
 func (s *Sink) Stats() Stats {
 	st := Stats{
 		InsertedRows: s.insertedRows.Load(), InsertedChunks: s.insertedChunks.Load(),
-		Inserts: s.inserts.Load(), InsertErrors: s.insertErrors.Load(),
+		Inserts: s.inserts.Load(), InsertErrors: s.insertErrors.Load(), SortedInserts: s.sortedInserts.Load(),
 		BreakerOpens: s.breakerOpens.Load(),
 	}
 	now := time.Now()

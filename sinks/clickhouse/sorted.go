@@ -1,0 +1,296 @@
+package clickhouse
+
+import (
+	"encoding/binary"
+
+	"github.com/ClickHouse/ch-go/proto"
+
+	"github.com/sluicehq/sluice/internal/chtype"
+)
+
+// A sorted insert leaves its parts as they are and writes their rows in
+// key order as it encodes them: each column of the block is gathered from
+// the parts run by run (sortRun) into one buffer of the worker's, which
+// goes to the server before the next column is gathered (over a plain
+// connection; a compressed one encodes its block in memory anyway). So a
+// sorted insert costs one column's bytes of memory beside its parts, not
+// a second copy of its rows, and every attempt encodes the same order.
+// On a compressed connection the rows go as blocks of at most
+// maxCompressedBlock bytes, consecutive slices of the order: the server
+// joins an insert's blocks in the order they came before it writes a
+// part, so the part is sorted all the same.
+
+// maxKeptSortRows bounds the rows a worker's sort buffers are kept for
+// between inserts (about 20 bytes a row; an insert ends at 1,000,000 rows
+// by default).
+const maxKeptSortRows = 1 << 21
+
+// sortedEncoder is a worker's state for sorted inserts, kept between them.
+type sortedEncoder struct {
+	sorter rowSorter
+	runs   []sortRun
+	buf    []byte // a plain connection's column, until it is written
+	// lc are the LowCardinality encoders, per column type.
+	lc  map[proto.ColumnType]lowCardinalityEncoder
+	err error // of writing a column to the connection
+
+	// The insert being sent: its parts, the plan and the rows left.
+	plan      *insertPlan
+	parts     []*subBlock
+	types     []*chtype.Type
+	lcCols    bool
+	blockRows int
+	left      []sortRun
+}
+
+// start prepares ins's rows in key order for blocks of next; false when
+// they are in that order already (the insert goes as its parts are).
+// compressed bounds each block's bytes; lc encodes LowCardinality columns
+// as such.
+func (e *sortedEncoder) start(plan *insertPlan, ins *openInsert, compressed, lc bool) bool {
+	e.parts = e.parts[:0]
+	bytes := 0
+	for _, p := range ins.parts {
+		e.parts = append(e.parts, p.sub)
+		bytes += p.sub.size()
+	}
+	order := e.sorter.sort(ins.t.sortKey, e.parts)
+	if order == nil {
+		return false
+	}
+	e.runs = e.sorter.runs(order, e.runs)
+	e.plan, e.types, e.lcCols, e.left, e.err = plan, ins.t.types, lc, e.runs, nil
+	e.blockRows = len(order)
+	if compressed && bytes > maxCompressedBlock {
+		e.blockRows = max(1, int(int64(len(order))*maxCompressedBlock/int64(bytes)))
+	}
+	ins.sorted = true
+	return true
+}
+
+// next is the next block's input, nil once every row has gone.
+func (e *sortedEncoder) next() proto.Input {
+	if len(e.left) == 0 {
+		return nil
+	}
+	// The block's runs: the next blockRows rows, the last run cut there.
+	rows, k := 0, 0
+	for k < len(e.left) && rows+e.left[k].n <= e.blockRows {
+		rows += e.left[k].n
+		k++
+	}
+	runs := e.left[:k:k]
+	if k < len(e.left) && rows < e.blockRows {
+		r := e.left[k]
+		cut := e.blockRows - rows
+		runs = append(runs, sortRun{p: r.p, from: r.from, n: cut})
+		e.left[k] = sortRun{p: r.p, from: r.from + cut, n: r.n - cut}
+		rows += cut
+	}
+	e.left = e.left[k:]
+	in := make(proto.Input, len(e.plan.cols))
+	for i := range in {
+		srcs := make([]column, len(e.parts))
+		for j, p := range e.parts {
+			srcs[j] = p.cols[i]
+		}
+		c := sortedColumn{e: e, srcs: srcs, runs: runs, rows: rows, typ: srcs[0].Type()}
+		var data proto.ColInput = &c
+		if e.lcCols && e.plan.lcKind[i] != 0 && lowCardinalityFits(srcs[0]) {
+			c.lc = e.lcEncoder(i)
+			c.typ = c.lc.Type()
+			data = &sortedLowCardinality{c}
+		}
+		in[i] = proto.InputColumn{Name: e.plan.target.columns[i], Data: data}
+	}
+	return in
+}
+
+// lcEncoder is the LowCardinality encoder for block column i's type.
+func (e *sortedEncoder) lcEncoder(i int) lowCardinalityEncoder {
+	typ := e.parts[0].cols[i].Type()
+	if enc := e.lc[typ]; enc != nil {
+		return enc
+	}
+	if e.lc == nil {
+		e.lc = map[proto.ColumnType]lowCardinalityEncoder{}
+	}
+	// Bound to an empty column of its own: it keys the parts' values run
+	// by run (encodeSortedLowCardinality), and keeps no part.
+	enc := newLowCardinality(columnOf(e.types[i]))
+	e.lc[typ] = enc
+	return enc
+}
+
+// finish ends the insert, keeping no reference to its parts.
+func (e *sortedEncoder) finish() error {
+	clear(e.parts)
+	e.parts, e.left, e.plan, e.types = e.parts[:0], nil, nil, nil
+	e.sorter.parts = nil
+	clear(e.sorter.views)
+	if cap(e.buf) > maxArena {
+		e.buf = nil
+	}
+	if cap(e.sorter.perm) > maxKeptSortRows {
+		// An insert far larger than the defaults make leaves no buffers
+		// of its size behind.
+		e.sorter = rowSorter{}
+	}
+	err := e.err
+	e.err = nil
+	return err
+}
+
+// sortedColumn is a column of an insert's parts, its rows in key order.
+type sortedColumn struct {
+	e    *sortedEncoder
+	srcs []column // the column in each part
+	runs []sortRun
+	rows int
+	typ  proto.ColumnType
+	lc   lowCardinalityEncoder // a LowCardinality column's
+}
+
+func (c *sortedColumn) Type() proto.ColumnType { return c.typ }
+func (c *sortedColumn) Rows() int              { return c.rows }
+
+func (c *sortedColumn) EncodeColumn(b *proto.Buffer) {
+	if c.lc == nil {
+		b.Buf = appendSorted(b.Buf, c.srcs, c.runs)
+		return
+	}
+	switch enc := c.lc.(type) {
+	case *lowCardinalityString:
+		encodeSortedLowCardinality(b, enc, c.srcs, c.runs, c.rows)
+	case *lowCardinalityArray:
+		offsets := make([]proto.ColUInt64, len(c.srcs))
+		inner := make([]column, len(c.srcs))
+		for i, s := range c.srcs {
+			a := s.(*arrayColumn)
+			offsets[i], inner[i] = a.offsets, a.inner
+		}
+		var elems []sortRun
+		b.Buf, elems = appendSortedOffsets(b.Buf, offsets, c.runs)
+		n := 0
+		for _, r := range elems {
+			n += r.n
+		}
+		if n > 0 { // nothing when every array is empty, as ClickHouse writes it
+			encodeSortedLowCardinality(b, enc.elem, inner, elems, n)
+		}
+	}
+}
+
+// encodeSortedLowCardinality appends one granule of the runs' rows of
+// srcs (String or Nullable(String) columns), rows in all, keyed by enc.
+func encodeSortedLowCardinality(b *proto.Buffer, enc *lowCardinalityString, srcs []column, runs []sortRun, rows int) {
+	enc.begin()
+	for _, r := range runs {
+		switch s := srcs[r.p].(type) {
+		case *stringColumn:
+			enc.appendKeys(s, nil, r.from, r.from+r.n)
+		case *nullableColumn:
+			enc.appendKeys(s.inner.(*stringColumn), s.nulls, r.from, r.from+r.n)
+		}
+	}
+	enc.writeGranule(b, rows)
+}
+
+// WriteColumn writes the column to the connection at once, so that its
+// buffer serves the next column.
+func (c *sortedColumn) WriteColumn(w *proto.Writer) {
+	b := proto.Buffer{Buf: c.e.buf[:0]}
+	c.EncodeColumn(&b)
+	c.e.buf = b.Buf
+	w.ChainWrite(b.Buf)
+	if _, err := w.Flush(); err != nil && c.e.err == nil {
+		c.e.err = err
+	}
+}
+
+// sortedLowCardinality is a sortedColumn of a LowCardinality type, which
+// has a serialization state.
+type sortedLowCardinality struct{ sortedColumn }
+
+func (c *sortedLowCardinality) EncodeState(b *proto.Buffer) { c.lc.EncodeState(b) }
+
+// appendSorted appends the Native bytes of the runs' rows of srcs (one
+// column per part, all of one type) to b.
+func appendSorted(b []byte, srcs []column, runs []sortRun) []byte {
+	switch srcs[0].(type) {
+	case *fixedColumn:
+		for _, r := range runs {
+			s := srcs[r.p].(*fixedColumn)
+			b = append(b, s.buf[r.from*s.width:(r.from+r.n)*s.width]...)
+		}
+	case *stringColumn:
+		for _, r := range runs {
+			s := srcs[r.p].(*stringColumn)
+			start := uint32(0)
+			if r.from > 0 {
+				start = s.ends[r.from-1]
+			}
+			b = append(b, s.buf[start:s.ends[r.from+r.n-1]]...)
+		}
+	case *nullableColumn:
+		inner := make([]column, len(srcs))
+		for i, s := range srcs {
+			inner[i] = s.(*nullableColumn).inner
+		}
+		for _, r := range runs {
+			b = append(b, srcs[r.p].(*nullableColumn).nulls[r.from:r.from+r.n]...)
+		}
+		b = appendSorted(b, inner, runs)
+	case *arrayColumn:
+		offsets := make([]proto.ColUInt64, len(srcs))
+		inner := make([]column, len(srcs))
+		for i, s := range srcs {
+			a := s.(*arrayColumn)
+			offsets[i], inner[i] = a.offsets, a.inner
+		}
+		var elems []sortRun
+		b, elems = appendSortedOffsets(b, offsets, runs)
+		b = appendSorted(b, inner, elems)
+	case *mapColumn:
+		offsets := make([]proto.ColUInt64, len(srcs))
+		keys, values := make([]column, len(srcs)), make([]column, len(srcs))
+		for i, s := range srcs {
+			m := s.(*mapColumn)
+			offsets[i], keys[i], values[i] = m.offsets, m.keys, m.values
+		}
+		var elems []sortRun
+		b, elems = appendSortedOffsets(b, offsets, runs)
+		b = appendSorted(b, keys, elems)
+		b = appendSorted(b, values, elems)
+	case *tupleColumn:
+		n := len(srcs[0].(*tupleColumn).elems)
+		for k := range n {
+			elem := make([]column, len(srcs))
+			for i, s := range srcs {
+				elem[i] = s.(*tupleColumn).elems[k]
+			}
+			b = appendSorted(b, elem, runs)
+		}
+	}
+	return b
+}
+
+// appendSortedOffsets appends the cumulative offsets of the runs' rows of
+// an Array or Map column (offsets per part) to b, and returns the runs of
+// their elements.
+func appendSortedOffsets(b []byte, offsets []proto.ColUInt64, runs []sortRun) ([]byte, []sortRun) {
+	var elems []sortRun
+	total := uint64(0)
+	for _, r := range runs {
+		off := offsets[r.p]
+		lo, hi := elemRange(off, r.from, r.n)
+		for _, o := range off[r.from : r.from+r.n] {
+			b = binary.LittleEndian.AppendUint64(b, o-lo+total)
+		}
+		total += hi - lo
+		if hi > lo {
+			elems = append(elems, sortRun{p: r.p, from: int(lo), n: int(hi - lo)})
+		}
+	}
+	return b, elems
+}
