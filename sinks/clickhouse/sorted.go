@@ -54,6 +54,11 @@ func (e *sortedEncoder) start(plan *insertPlan, ins *openInsert, compressed, lc 
 		e.parts = append(e.parts, p.sub)
 		bytes += p.sub.size()
 	}
+	for _, c := range e.parts[0].cols {
+		if !gatherable(c) {
+			return false
+		}
+	}
 	order := e.sorter.sort(ins.t.sortKey, e.parts)
 	if order == nil {
 		return false
@@ -213,6 +218,28 @@ func (c *sortedColumn) WriteColumn(w *proto.Writer) {
 type sortedLowCardinality struct{ sortedColumn }
 
 func (c *sortedLowCardinality) EncodeState(b *proto.Buffer) { c.lc.EncodeState(b) }
+
+// gatherable says whether appendSorted writes columns of c's kind.
+func gatherable(c column) bool {
+	switch c := c.(type) {
+	case *fixedColumn, *stringColumn:
+		return true
+	case *nullableColumn:
+		return gatherable(c.inner)
+	case *arrayColumn:
+		return gatherable(c.inner)
+	case *mapColumn:
+		return gatherable(c.keys) && gatherable(c.values)
+	case *tupleColumn:
+		for _, e := range c.elems {
+			if !gatherable(e) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
 
 // appendSorted appends the Native bytes of the runs' rows of srcs (one
 // column per part, all of one type) to b.

@@ -270,10 +270,16 @@ func (s *rowSorter) sort(key *sortKey, parts []*subBlock) []uint32 {
 		}
 		for j, c := range key.cols {
 			v := keyView{width: key.widths[j], order: key.orders[j]}
-			if v.order == orderString {
-				v.str = p.cols[c].(*stringColumn)
-			} else {
-				v.buf = p.cols[c].(*fixedColumn).buf
+			str, isStr := p.cols[c].(*stringColumn)
+			fixed, isFixed := p.cols[c].(*fixedColumn)
+			switch {
+			case v.order == orderString && isStr:
+				v.str = str
+			case v.order != orderString && isFixed:
+				v.buf = fixed.buf
+			default:
+				// Not a column orderOf admits: the rows go as they are.
+				return nil
 			}
 			s.views = append(s.views, v)
 		}
