@@ -34,12 +34,11 @@ import (
 func BenchmarkServerInsertSorted(b *testing.B) {
 	server, layout := testinfra.Modern, sensor.LayoutModern
 	opts := ch.Options{Compression: ch.CompressionDisabled}
-	o := testinfra.ClickHouseOptions{Server: server}
 	if os.Getenv("SERVER") == "18.16" {
 		server, layout, opts.ProtocolVersion = testinfra.Legacy, sensor.Layout18, 54031
-		o = testinfra.ClickHouseOptions{Server: server, ProfileSettings: "<log_queries>1</log_queries>",
-			ExtraConfig: `<query_log><database>system</database><table>query_log</table><flush_interval_milliseconds>500</flush_interval_milliseconds></query_log>`}
 	}
+	o := testinfra.ClickHouseOptions{Server: server}
+	o.ExtraConfig, o.ProfileSettings = testinfra.QueryLogConfig(server, 500*time.Millisecond)
 	srv := testinfra.ClickHouseT(b, o)
 	ctx := context.Background()
 	opts.Address = srv.Addr
@@ -82,12 +81,13 @@ func BenchmarkServerInsertSorted(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		sql := fmt.Sprintf(`SELECT sum(written_rows), sum(ProfileEvents['UserTimeMicroseconds']), sum(ProfileEvents['SoftPageFaults'])
-FROM system.query_log WHERE type = 'QueryFinish' AND query_kind = 'Insert' AND has(tables, 'default.%s') FORMAT TSV`, table)
+		// 18.16's query_log does not split user and system time.
+		userTime := srv.EventSum("UserTimeMicroseconds")
 		if server == testinfra.Legacy {
-			sql = fmt.Sprintf(`SELECT sum(written_rows), sum(arraySum(arrayMap((n, v) -> if(n IN ('UserTimeMicroseconds', 'SystemTimeMicroseconds'), v, 0), ProfileEvents.Names, ProfileEvents.Values))), 0
-FROM system.query_log WHERE type = 2 AND query LIKE 'INSERT INTO %s %%' FORMAT TSV`, table)
+			userTime = srv.EventSum("UserTimeMicroseconds", "SystemTimeMicroseconds")
 		}
+		sql := fmt.Sprintf("SELECT sum(written_rows), sum(%s), sum(%s) FROM system.query_log WHERE %s FORMAT TSV",
+			userTime, srv.EventSum("SoftPageFaults"), srv.InsertsInto(table))
 		qctx, cancel := context.WithTimeout(ctx, time.Minute)
 		defer cancel()
 		if _, err := srv.QueryLogged(qctx, sql, func(out string) bool {

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -393,6 +394,44 @@ func (c *ClickHouse) QueryLogged(ctx context.Context, sql string, done func(out 
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// QueryLogConfig is what a server of the kind needs to log every query to
+// system.query_log, its entries flushed every flush (ExtraConfig and
+// ProfileSettings): 18.16 logs only when told to; 26.9's configuration
+// does already.
+func QueryLogConfig(server Server, flush time.Duration) (extraConfig, profileSettings string) {
+	if server != Legacy {
+		return "", ""
+	}
+	return fmt.Sprintf(`<query_log><database>system</database><table>query_log</table><flush_interval_milliseconds>%d</flush_interval_milliseconds></query_log>`, flush.Milliseconds()),
+		"<log_queries>1</log_queries>"
+}
+
+// InsertsInto is the condition on system.query_log that selects the
+// finished INSERT queries into default.table, on this server: 26.9 lists
+// a query's tables; on 18.16 the query's text names it, bare or quoted.
+func (c *ClickHouse) InsertsInto(table string) string {
+	if c.Server == Legacy {
+		return fmt.Sprintf("type = 2 AND match(query, '^INSERT INTO (`?default`?\\.)?`?%s`?[ (]')",
+			strings.ReplaceAll(regexp.QuoteMeta(table), `\`, `\\`))
+	}
+	return fmt.Sprintf("type = 'QueryFinish' AND query_kind = 'Insert' AND has(tables, 'default.%s')", table)
+}
+
+// EventSum is the system.query_log expression of the named ProfileEvents
+// of an entry, summed, on this server (26.9 keeps them in a Map, 18.16 in
+// two arrays).
+func (c *ClickHouse) EventSum(names ...string) string {
+	if c.Server == Legacy {
+		return fmt.Sprintf("arraySum(arrayMap((n, v) -> if(n IN ('%s'), v, 0), ProfileEvents.Names, ProfileEvents.Values))",
+			strings.Join(names, "', '"))
+	}
+	terms := make([]string, len(names))
+	for i, n := range names {
+		terms[i] = "ProfileEvents['" + n + "']"
+	}
+	return strings.Join(terms, " + ")
 }
 
 // Exec runs a statement through the HTTP interface, discarding any output.

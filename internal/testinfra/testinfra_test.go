@@ -500,3 +500,36 @@ func TestParseStat(t *testing.T) {
 		t.Fatalf("ThreadCPUTimes of this process: %d threads, %v", len(threads), err)
 	}
 }
+
+// TestQueryLogOfInserts: with QueryLogConfig the server logs every query,
+// InsertsInto picks the inserts into one table and not those into a table
+// whose name starts with it, bare or quoted, and EventSum sums their
+// ProfileEvents. On both servers.
+func TestQueryLogOfInserts(t *testing.T) {
+	EachServer(t, func(t *testing.T, server Server) {
+		opts := ClickHouseOptions{Server: server}
+		opts.ExtraConfig, opts.ProfileSettings = QueryLogConfig(server, 200*time.Millisecond)
+		c := ClickHouseT(t, opts)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		for _, sql := range []string{
+			"CREATE TABLE t (x UInt32) ENGINE = MergeTree ORDER BY x",
+			"CREATE TABLE t_more (x UInt32) ENGINE = MergeTree ORDER BY x",
+			"INSERT INTO t VALUES (1), (2)",
+			"INSERT INTO `default`.`t` (x) VALUES (3)",
+			"INSERT INTO t_more VALUES (4), (5), (6), (7)",
+			"INSERT INTO default.t_more (x) VALUES (8)",
+		} {
+			if err := c.Exec(ctx, sql); err != nil {
+				t.Fatalf("%s: %v", sql, err)
+			}
+		}
+		for table, want := range map[string]string{"t": "2\t3\t3\n", "t_more": "2\t5\t5\n"} {
+			got, err := c.QueryLogged(ctx, fmt.Sprintf("SELECT count(), sum(written_rows), sum(%s) FROM system.query_log WHERE %s FORMAT TSV",
+				c.EventSum("InsertedRows"), c.InsertsInto(table)), func(out string) bool { return out == want })
+			if err != nil {
+				t.Fatalf("the inserts into %s (count, rows, InsertedRows) = %q, want %q: %v", table, got, want, err)
+			}
+		}
+	})
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 )
@@ -210,12 +211,8 @@ type ClusterConfig struct {
 
 // Validate applies defaults and checks values, naming the field at fault.
 func (c *Config) Validate() error {
-	switch c.Transport {
-	case "":
-		c.Transport = TransportNative
-	case TransportNative, TransportHTTP:
-	default:
-		return fmt.Errorf("clickhouse.transport: %q is not one of native, http", c.Transport)
+	if err := setOneOf(&c.Transport, "clickhouse.transport", TransportNative, TransportHTTP); err != nil {
+		return err
 	}
 	switch c.Transport {
 	case TransportNative:
@@ -242,33 +239,19 @@ func (c *Config) Validate() error {
 	if c.User == "" {
 		c.User = "default"
 	}
-	switch c.Compression {
-	case "":
-		c.Compression = "auto"
-	case "auto", "lz4", "zstd", "none":
-	default:
-		return fmt.Errorf("clickhouse.compression: %q is not one of auto, lz4, zstd, none", c.Compression)
-	}
-	switch c.Routing {
-	case "":
-		c.Routing = RoutingEndpoint
-	case RoutingEndpoint, RoutingDistributed, RoutingShards:
-	default:
-		return fmt.Errorf("clickhouse.routing: %q is not one of endpoint, distributed, shards", c.Routing)
-	}
-	switch c.SortRows {
-	case "":
-		c.SortRows = "key"
-	case "key", "off":
-	default:
-		return fmt.Errorf("clickhouse.sort_rows: %q is not one of key, off", c.SortRows)
-	}
-	switch c.DedupToken {
-	case "":
-		c.DedupToken = "auto"
-	case "auto", "off":
-	default:
-		return fmt.Errorf("clickhouse.dedup_token: %q is not one of auto, off", c.DedupToken)
+	for _, e := range []struct {
+		v       *string
+		field   string
+		allowed []string // the first is the default
+	}{
+		{&c.Compression, "clickhouse.compression", []string{"auto", "lz4", "zstd", "none"}},
+		{&c.Routing, "clickhouse.routing", []string{RoutingEndpoint, RoutingDistributed, RoutingShards}},
+		{&c.SortRows, "clickhouse.sort_rows", []string{"key", "off"}},
+		{&c.DedupToken, "clickhouse.dedup_token", []string{"auto", "off"}},
+	} {
+		if err := setOneOf(e.v, e.field, e.allowed...); err != nil {
+			return err
+		}
 	}
 	setDur(&c.DialTimeout, 5*time.Second)
 	setDur(&c.ReadTimeout, 60*time.Second)
@@ -379,6 +362,18 @@ func setInt(v *int, def int) {
 	if *v == 0 {
 		*v = def
 	}
+}
+
+// setOneOf sets an empty *v to the first of allowed, its default, and
+// fails, naming field, when *v is none of them.
+func setOneOf(v *string, field string, allowed ...string) error {
+	if *v == "" {
+		*v = allowed[0]
+	}
+	if !slices.Contains(allowed, *v) {
+		return fmt.Errorf("%s: %q is not one of %s", field, *v, strings.Join(allowed, ", "))
+	}
+	return nil
 }
 
 // compressionFor is how inserts to the server at addr (host:port, or a

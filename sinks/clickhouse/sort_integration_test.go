@@ -96,7 +96,7 @@ func testInsertsGoInKeyOrder(t *testing.T, ch *testinfra.ClickHouse, table, sort
 			}
 		}
 	}
-	waitFor(t, func() bool { return acked.Load() == 2*chunks }, 2*time.Minute, "the chunks' inserts")
+	waitAcked(t, &acked, 2*chunks)
 	st := s.Stats()
 	s.Close()
 	if err := <-runDone; err != nil {
@@ -133,15 +133,26 @@ func testInsertsGoInKeyOrder(t *testing.T, ch *testinfra.ClickHouse, table, sort
 	}
 }
 
-// loggingServer starts a server that logs its queries: 18.16 does only
-// when told to; 26.9's configuration does.
+// waitAcked waits until want chunks are acked, failing only when none is
+// for 2 minutes: a loaded machine is slow, not stuck.
+func waitAcked(t *testing.T, acked *atomic.Int64, want int64) {
+	t.Helper()
+	last, moved := acked.Load(), time.Now()
+	for n := last; n < want; n = acked.Load() {
+		if n != last {
+			last, moved = n, time.Now()
+		} else if time.Since(moved) > 2*time.Minute {
+			t.Fatalf("%d of %d chunks acked, none for 2 minutes", n, want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// loggingServer starts a server that logs every query.
 func loggingServer(t *testing.T, server testinfra.Server) *testinfra.ClickHouse {
 	t.Helper()
 	opts := testinfra.ClickHouseOptions{Server: server}
-	if server == testinfra.Legacy {
-		opts.ExtraConfig = `<query_log><database>system</database><table>query_log</table><flush_interval_milliseconds>500</flush_interval_milliseconds></query_log>`
-		opts.ProfileSettings = "<log_queries>1</log_queries>"
-	}
+	opts.ExtraConfig, opts.ProfileSettings = testinfra.QueryLogConfig(server, 500*time.Millisecond)
 	return testinfra.ClickHouseT(t, opts)
 }
 
@@ -150,16 +161,8 @@ func loggingServer(t *testing.T, server testinfra.Server) *testinfra.ClickHouse 
 // ProfileEvents.
 func alreadySorted(t *testing.T, ch *testinfra.ClickHouse, table string) (written, sorted int) {
 	t.Helper()
-	sql := fmt.Sprintf(`SELECT count(), sum(ProfileEvents['MergeTreeDataWriterBlocks']), sum(ProfileEvents['MergeTreeDataWriterBlocksAlreadySorted'])
-FROM system.query_log WHERE type = 'QueryFinish' AND query_kind = 'Insert' AND has(tables, 'default.%s') FORMAT TSV`, table)
-	if ch.Server == testinfra.Legacy {
-		event := func(name string) string {
-			return fmt.Sprintf("sum(arraySum(arrayMap((n, v) -> if(n = '%s', v, 0), ProfileEvents.Names, ProfileEvents.Values)))", name)
-		}
-		sql = fmt.Sprintf(`SELECT count(), %s, %s FROM system.query_log
-WHERE type = 2 AND query LIKE 'INSERT INTO %%%s%%' AND query NOT LIKE '%%_replacing%%' FORMAT TSV`,
-			event("MergeTreeDataWriterBlocks"), event("MergeTreeDataWriterBlocksAlreadySorted"), table)
-	}
+	sql := fmt.Sprintf("SELECT count(), sum(%s), sum(%s) FROM system.query_log WHERE %s FORMAT TSV",
+		ch.EventSum("MergeTreeDataWriterBlocks"), ch.EventSum("MergeTreeDataWriterBlocksAlreadySorted"), ch.InsertsInto(table))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	_, err := ch.QueryLogged(ctx, sql, func(out string) bool {

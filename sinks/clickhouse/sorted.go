@@ -2,6 +2,7 @@ package clickhouse
 
 import (
 	"encoding/binary"
+	"math"
 
 	"github.com/ClickHouse/ch-go/proto"
 
@@ -22,8 +23,8 @@ import (
 
 // maxKeptSortRows bounds the rows a worker's sort buffers are kept for
 // between inserts (about 20 bytes a row; an insert ends at 1,000,000 rows
-// by default).
-const maxKeptSortRows = 1 << 21
+// by default); a var for the tests.
+var maxKeptSortRows = 1 << 21
 
 // sortedEncoder is a worker's state for sorted inserts, kept between them.
 type sortedEncoder struct {
@@ -49,18 +50,23 @@ type sortedEncoder struct {
 // as such.
 func (e *sortedEncoder) start(plan *insertPlan, ins *openInsert, compressed, lc bool) bool {
 	e.parts = e.parts[:0]
-	bytes := 0
+	bytes, rows := 0, 0
 	for _, p := range ins.parts {
 		e.parts = append(e.parts, p.sub)
-		bytes += p.sub.size()
+		bytes, rows = bytes+p.sub.size(), rows+p.sub.rows
 	}
+	// The bound holds for the insert as collected, which may have taken
+	// more than sortable saw.
+	ok := bytes <= maxSortBytes && rows < math.MaxUint32
 	for _, c := range e.parts[0].cols {
-		if !gatherable(c) {
-			return false
-		}
+		ok = ok && gatherable(c)
 	}
-	order := e.sorter.sort(ins.t.sortKey, e.parts)
+	var order []uint32
+	if ok {
+		order = e.sorter.sort(ins.t.sortKey, e.parts)
+	}
 	if order == nil {
+		e.release()
 		return false
 	}
 	e.runs = e.sorter.runs(order, e.runs)
@@ -127,8 +133,18 @@ func (e *sortedEncoder) lcEncoder(i int) lowCardinalityEncoder {
 	return enc
 }
 
-// finish ends the insert, keeping no reference to its parts.
+// finish ends the insert, keeping no reference to its parts, and returns
+// the error of writing a column, if any.
 func (e *sortedEncoder) finish() error {
+	e.release()
+	err := e.err
+	e.err = nil
+	return err
+}
+
+// release drops the references to the insert's parts, and the buffers an
+// insert far larger than the defaults make left behind.
+func (e *sortedEncoder) release() {
 	clear(e.parts)
 	e.parts, e.left, e.plan, e.types = e.parts[:0], nil, nil, nil
 	e.sorter.parts = nil
@@ -137,13 +153,11 @@ func (e *sortedEncoder) finish() error {
 		e.buf = nil
 	}
 	if cap(e.sorter.perm) > maxKeptSortRows {
-		// An insert far larger than the defaults make leaves no buffers
-		// of its size behind.
 		e.sorter = rowSorter{}
 	}
-	err := e.err
-	e.err = nil
-	return err
+	if d := e.sorter.dict; d != nil && cap(d.index.Buf) > maxArena {
+		e.sorter.dict = nil
+	}
 }
 
 // sortedColumn is a column of an insert's parts, its rows in key order.

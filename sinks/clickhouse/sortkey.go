@@ -179,9 +179,10 @@ type rowSorter struct {
 	perm, tmp []uint32
 	counts    []uint32
 	views     []keyView // per part, per key element
-	ids       map[string]uint32
-	distinct  [][]byte
-	rank      []uint32
+	// dict numbers a String or FixedString first key's distinct values;
+	// rank holds their order and each one's rank.
+	dict *lowCardinalityString
+	rank []uint32
 }
 
 // keyView is a key element's column in one part, as compareAt reads it.
@@ -312,7 +313,10 @@ func (s *rowSorter) sort(key *sortKey, parts []*subBlock) []uint32 {
 				}
 			}
 			if !ordered {
-				slices.SortStableFunc(s.perm[i:j], rest)
+				// The run's rows are in their order, so ties broken by
+				// that order keep the sort stable, in O(n log n) whatever
+				// the rows.
+				slices.SortFunc(s.perm[i:j], func(a, b uint32) int { return cmp.Or(rest(a, b), cmp.Compare(a, b)) })
 			}
 			i = j
 		}
@@ -337,12 +341,13 @@ func (s *rowSorter) firstWords(n int) {
 	}
 	// Bytes: number the distinct values in the order met, then rank
 	// them. A value equal to the row before's takes its number at once:
-	// a record's rows often share one.
-	if s.ids == nil {
-		s.ids = map[string]uint32{}
+	// a record's rows often share one. The numbering is the dictionary of
+	// a LowCardinality encoder, which keeps a copy of each distinct value.
+	if s.dict == nil {
+		s.dict = newLowCardinalityString(&stringColumn{})
 	}
-	clear(s.ids)
-	s.distinct = s.distinct[:0]
+	dict := s.dict
+	dict.reset()
 	var prev []byte
 	var prevID uint32
 	g := 0
@@ -355,31 +360,26 @@ func (s *rowSorter) firstWords(n int) {
 				v = p.cols[c].(*fixedColumn).buf[r*w : (r+1)*w]
 			}
 			if g == 0 || !bytes.Equal(v, prev) {
-				id, ok := s.ids[string(v)]
-				if !ok {
-					id = uint32(len(s.distinct))
-					s.ids[string(v)] = id
-					s.distinct = append(s.distinct, v)
-				}
-				prev, prevID = v, id
+				prev, prevID = v, dict.key(v)
 			}
 			s.words[g] = uint64(prevID)
 			g++
 		}
 	}
-	order := make([]uint32, len(s.distinct))
+	distinct := dict.index.Rows()
+	value := func(k uint32) []byte { p := dict.index.Pos[k]; return dict.index.Buf[p.Start:p.End] }
+	s.rank = slices.Grow(s.rank[:0], 2*distinct)[:2*distinct]
+	order, rank := s.rank[:distinct], s.rank[distinct:]
 	for i := range order {
 		order[i] = uint32(i)
 	}
-	slices.SortFunc(order, func(a, b uint32) int { return bytes.Compare(s.distinct[a], s.distinct[b]) })
-	s.rank = slices.Grow(s.rank[:0], len(order))[:len(order)]
+	slices.SortFunc(order, func(a, b uint32) int { return bytes.Compare(value(a), value(b)) })
 	for r, id := range order {
-		s.rank[id] = uint32(r)
+		rank[id] = uint32(r)
 	}
 	for g := range s.words {
-		s.words[g] = uint64(s.rank[s.words[g]])
+		s.words[g] = uint64(rank[s.words[g]])
 	}
-	clear(s.distinct) // they alias the parts
 }
 
 // radixBits is the width of one digit of the radix sort.
@@ -442,8 +442,9 @@ func (s *rowSorter) runs(order []uint32, dst []sortRun) []sortRun {
 	return dst
 }
 
-// maxSortBytes bounds the inserts sluice sorts.
-const maxSortBytes = 1 << 30
+// maxSortBytes bounds the inserts sluice sorts (rows are numbered with
+// 32 bits); a var for the tests.
+var maxSortBytes = 1 << 30
 
 // sortable says whether ins goes in its table's key order.
 func (w *worker) sortable(ins *openInsert) bool {

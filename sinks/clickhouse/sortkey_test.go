@@ -238,3 +238,45 @@ func TestSortedColumnsAreSortedBlocksColumns(t *testing.T) {
 		}
 	}
 }
+
+// sortCaseInsert is the case's rows as an insert of three parts.
+func sortCaseInsert(t *testing.T, c sortCase) *openInsert {
+	t.Helper()
+	_, parts := splitRows(t, c.tbl, c.rows, []int{100, 100, len(c.rows) - 200})
+	ins := &openInsert{t: c.tbl}
+	for _, p := range parts {
+		ins.add(&part{sub: p})
+	}
+	return ins
+}
+
+// TestSortedEncoderBounds: an insert whose bytes, as collected, pass the
+// bound goes as its parts are (the sort numbers rows with 32 bits), and
+// the encoder keeps neither the parts nor, past maxKeptSortRows, the sort
+// buffers of an insert.
+func TestSortedEncoderBounds(t *testing.T) {
+	c := newSortCase(t, 300, 5, "", nil)
+	ins := sortCaseInsert(t, c)
+	var e sortedEncoder
+	defer func(b, r int) { maxSortBytes, maxKeptSortRows = b, r }(maxSortBytes, maxKeptSortRows)
+	maxSortBytes = ins.bytes - 1
+	if e.start(c.tbl.plan, ins, false, true) || ins.sorted {
+		t.Fatalf("an insert of %d bytes sorted under a bound of %d", ins.bytes, maxSortBytes)
+	}
+	if len(e.parts) != 0 || e.sorter.parts != nil {
+		t.Fatal("a refused insert's parts are kept")
+	}
+	maxSortBytes = ins.bytes
+	if !e.start(c.tbl.plan, ins, false, true) {
+		t.Fatalf("an insert of %d bytes not sorted under a bound of %d", ins.bytes, maxSortBytes)
+	}
+	for e.next() != nil {
+	}
+	maxKeptSortRows = 100
+	if err := e.finish(); err != nil {
+		t.Fatal(err)
+	}
+	if len(e.parts) != 0 || e.sorter.parts != nil || e.sorter.perm != nil {
+		t.Fatalf("after an insert of 300 rows the encoder keeps %d parts and sort buffers of %d rows", len(e.parts), cap(e.sorter.perm))
+	}
+}

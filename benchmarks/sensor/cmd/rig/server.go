@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/sluicehq/sluice/internal/testinfra"
 )
@@ -16,12 +17,9 @@ import (
 // system.part_log on both servers, and on 18.16 system.query_log (26.9's
 // configuration has it already).
 func serverLogConfig(server testinfra.Server) (extraConfig, profileSettings string) {
-	extraConfig = `<part_log><database>system</database><table>part_log</table><flush_interval_milliseconds>1000</flush_interval_milliseconds></part_log>`
-	if server == testinfra.Legacy {
-		extraConfig += `<query_log><database>system</database><table>query_log</table><flush_interval_milliseconds>1000</flush_interval_milliseconds></query_log>`
-		profileSettings = "<log_queries>1</log_queries>"
-	}
-	return extraConfig, profileSettings
+	queryLog, profileSettings := testinfra.QueryLogConfig(server, time.Second)
+	return `<part_log><database>system</database><table>part_log</table><flush_interval_milliseconds>1000</flush_interval_milliseconds></part_log>` + queryLog,
+		profileSettings
 }
 
 // serverCounters are the server's own account of an arm's table, read from
@@ -64,12 +62,8 @@ func (e *env) serverCounters(ctx context.Context, table string) *serverCounters 
 		c.Error = "flush logs: " + err.Error()
 		return c
 	}
-	cpu := "ProfileEvents['UserTimeMicroseconds'] + ProfileEvents['SystemTimeMicroseconds']"
-	inserts := fmt.Sprintf("type = 'QueryFinish' AND query_kind = 'Insert' AND has(tables, 'default.%s')", table)
-	if e.server == testinfra.Legacy {
-		cpu = "arraySum(arrayMap((n, v) -> if(n IN ('UserTimeMicroseconds', 'SystemTimeMicroseconds'), v, 0), ProfileEvents.Names, ProfileEvents.Values))"
-		inserts = fmt.Sprintf("type = 2 AND query LIKE 'INSERT INTO %%%s%%'", table)
-	}
+	cpu := e.ch.EventSum("UserTimeMicroseconds", "SystemTimeMicroseconds")
+	inserts := e.ch.InsertsInto(table)
 	out, err := e.query(ctx, fmt.Sprintf("SELECT count(), sum(written_rows), sum(%s) FROM system.query_log WHERE %s FORMAT TSV", cpu, inserts))
 	if err != nil {
 		c.Error = "query_log: " + err.Error()
