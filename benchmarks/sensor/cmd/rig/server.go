@@ -37,7 +37,7 @@ type serverCounters struct {
 	// (on 18.16, whose query_log has it to the second, within a second in
 	// any order).
 	InsertRows []int64 `json:"insert_rows,omitempty"`
-	// InsertEvents are the inserts' ProfileEvents, summed (26.9), to tell
+	// InsertEvents are the inserts' ProfileEvents, summed, to tell
 	// where two arms' inserts of the same rows differ.
 	InsertEvents map[string]int64 `json:"insert_profile_events,omitempty"`
 	// NewParts are the parts the writes created, and their rows.
@@ -87,9 +87,13 @@ func (e *env) serverCounters(ctx context.Context, table string) *serverCounters 
 		c.Error = "query_log: " + err.Error()
 		return c
 	}
-	if e.server == testinfra.Modern {
+	{
+		events := "mapKeys(ProfileEvents) AS k, mapValues(ProfileEvents) AS v"
+		if e.server == testinfra.Legacy {
+			events = "ProfileEvents.Names AS k, ProfileEvents.Values AS v"
+		}
 		out, err := e.query(ctx, fmt.Sprintf(`SELECT k, sum(v) FROM system.query_log
-ARRAY JOIN mapKeys(ProfileEvents) AS k, mapValues(ProfileEvents) AS v WHERE %s GROUP BY k FORMAT TSV`, inserts))
+ARRAY JOIN %s WHERE %s GROUP BY k FORMAT TSV`, events, inserts))
 		if err != nil {
 			c.Error = "query_log ProfileEvents: " + err.Error()
 			return c
