@@ -73,14 +73,7 @@ func BenchmarkSensorBatchSDKs(b *testing.B) {
 //	go test -run '^$' -bench SensorBatchJSON -benchtime 3s ./wasmhost/
 func BenchmarkSensorBatchJSON(b *testing.B) {
 	const batches, perCall = 1000, 200
-	var calls []*Batch
-	for i := uint64(0); i < batches; i += perCall {
-		var msgs [][]byte
-		for j := i; j < i+perCall; j++ {
-			msgs = append(msgs, sensorJSON(nil, j))
-		}
-		calls = append(calls, recordsBatch(msgs))
-	}
+	calls := sensorJSONCalls(batches, perCall)
 	check := rowsChecker(batches)
 	goCfg := InitConfig{Tables: []TableSchema{sensorTable}}
 	cCfg := InitConfig{Params: map[string]string{"format": "json"}, Tables: []TableSchema{sensorTable}}
@@ -391,6 +384,10 @@ func roundRobin(b *testing.B, calls []*Batch, names []string, insts []*Instance)
 //	(cd /tmp/before/examples/sensor-batch && GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -o /tmp/before.wasm .)
 //	(cd examples/sensor-batch && GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -o /tmp/after.wasm .)
 //	SLUICE_BENCH_MODULES=/tmp/before.wasm,/tmp/after.wasm go test -run '^$' -bench SensorBatchBuilds -benchtime 1000x -count 3 ./wasmhost/
+//
+// SLUICE_BENCH_FORMAT=json runs builds of a module that reads the JSON
+// form of the corpus with the module parameter format=json (the C module)
+// on the same batches in that form.
 func BenchmarkSensorBatchBuilds(b *testing.B) {
 	list := os.Getenv("SLUICE_BENCH_MODULES")
 	if list == "" {
@@ -402,6 +399,15 @@ func BenchmarkSensorBatchBuilds(b *testing.B) {
 	}
 	const batches, perCall = 1000, 200
 	calls := sensorCalls(batches, perCall)
+	cfg := InitConfig{Tables: []TableSchema{sensorTable}}
+	switch f := os.Getenv("SLUICE_BENCH_FORMAT"); f {
+	case "", "avro":
+	case "json":
+		calls = sensorJSONCalls(batches, perCall)
+		cfg.Params = map[string]string{"format": "json"}
+	default:
+		b.Fatalf("SLUICE_BENCH_FORMAT=%q: want avro or json", f)
+	}
 	r := newTestRuntime(b, Config{})
 	insts := make([]*Instance, len(paths))
 	for i, p := range paths {
@@ -410,7 +416,7 @@ func BenchmarkSensorBatchBuilds(b *testing.B) {
 			b.Fatal(err)
 		}
 		m := loadBytes(b, r, fmt.Sprintf("build-%d", i), wasm, Limits{})
-		insts[i] = instantiate(b, m, InitConfig{Tables: []TableSchema{sensorTable}})
+		insts[i] = instantiate(b, m, cfg)
 	}
 	ns := roundRobin(b, calls, paths, insts)
 	for i, v := range ns {
@@ -420,6 +426,20 @@ func BenchmarkSensorBatchBuilds(b *testing.B) {
 			b.ReportMetric(v/ns[0], name+"/a")
 		}
 	}
+}
+
+// sensorJSONCalls is the first n batches of the JSON form of the corpus in
+// calls of perCall records.
+func sensorJSONCalls(n, perCall int) []*Batch {
+	var calls []*Batch
+	for i := 0; i < n; i += perCall {
+		var msgs [][]byte
+		for j := i; j < i+perCall; j++ {
+			msgs = append(msgs, sensorJSON(nil, uint64(j)))
+		}
+		calls = append(calls, recordsBatch(msgs))
+	}
+	return calls
 }
 
 // sensorCalls is the first n batches of the workload's corpus in calls of

@@ -375,14 +375,49 @@ static size_t float_at(size_t i, const char *w, double *f) {
 	}
 }
 
+/* digits8 is the number that the digits in the bytes of x that mask keeps
+ * spell, the first digit in the lowest kept byte: mask keeps the top n
+ * bytes (1 to 8), so that the bytes below are leading zeros. Pairs, then
+ * fours, then the eight, each step one multiply-add per lane. */
+static inline uint64_t digits8(uint64_t x, uint64_t mask) {
+	x = (x & mask) - (ONES * '0' & mask);
+	x = x * 10 + (x >> 8);
+	return ((x & UINT64_C(0x000000ff000000ff)) * (100 + (UINT64_C(1000000) << 32)) +
+	        ((x >> 16) & UINT64_C(0x000000ff000000ff)) * (1 + (UINT64_C(10000) << 32))) >>
+	       32;
+}
+
+/* top_bytes keeps the top n (1 to 8) bytes of a word. */
+static inline uint64_t top_bytes(size_t n) { return ~UINT64_C(0) << (8 * (8 - n)); }
+
 /* int_value converts the JSON number at [i, end) if int_at would take it:
- * 1 and *v, else 0. */
+ * 1 and *v, else 0. Up to 16 digits that end 8 or 16 bytes into the
+ * record are read a word at a time, from the words that end where they
+ * do; non_digits may mark a digit after a byte of 0xfa or more, which a
+ * record's JSON does not hold before a number, and that only sends the
+ * value to the loop. */
 static int int_value(size_t i, size_t end, int64_t *v) {
 	const uint8_t *p = d.p;
 	int neg = p[i] == '-';
 	uint64_t u = 0;
 	if (neg)
 		i++;
+	size_t n = end - i;
+	if (n >= 1 && n <= 8 && end >= 8) {
+		uint64_t w = load8(p + end - 8), m = top_bytes(n);
+		if ((non_digits(w) & m) == 0) {
+			u = digits8(w, m);
+			*v = neg ? (int64_t)(0 - u) : (int64_t)u;
+			return 1;
+		}
+	} else if (n > 8 && n <= 16 && end >= 16) {
+		uint64_t lo = load8(p + end - 8), hi = load8(p + end - 16), m = top_bytes(n - 8);
+		if ((non_digits(lo) | (non_digits(hi) & m)) == 0) {
+			u = digits8(hi, m) * 100000000 + digits8(lo, ~UINT64_C(0));
+			*v = neg ? (int64_t)(0 - u) : (int64_t)u;
+			return 1;
+		}
+	}
 	for (; i < end; i++) {
 		if (p[i] < '0' || p[i] > '9' || u > (UINT64_MAX - 9) / 10)
 			return 0;

@@ -15,6 +15,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #ifdef __cplusplus
@@ -132,7 +133,16 @@ void sluice_row_begin(sluice_out *o, const sluice_table *t);
 /* Ends the row. Returns 0, or -1 (and fails the record) when no row is open. */
 int sluice_row_end(sluice_out *o);
 
+/* The sluice_at_* writers store a value at p, which has room for it, and
+ * return the position after it: the bytes of the sluice_put_* of the same
+ * name (see "One reservation per row" below). */
+#define SLUICE__AT(name, type)                                            \
+	static inline uint8_t *sluice_at_##name(uint8_t *p, type v) {         \
+		memcpy(p, &v, sizeof v);                                          \
+		return p + sizeof v;                                              \
+	}
 #define SLUICE__PUT(name, type)                                          \
+	SLUICE__AT(name, type)                                               \
 	static inline void sluice_put_##name(sluice_out *o, type v) {        \
 		memcpy(sluice_reserve(o, sizeof v), &v, sizeof v);               \
 		o->len += sizeof v;                                              \
@@ -149,6 +159,7 @@ SLUICE__PUT(i64, int64_t)
 SLUICE__PUT(f32, float)
 SLUICE__PUT(f64, double)
 #undef SLUICE__PUT
+#undef SLUICE__AT
 
 /* Bool, Date (days since the epoch), DateTime (seconds since the epoch),
  * Enum8 and Enum16 (the value's number). */
@@ -157,6 +168,10 @@ static inline void sluice_put_date(sluice_out *o, uint16_t days) { sluice_put_u1
 static inline void sluice_put_datetime(sluice_out *o, uint32_t secs) { sluice_put_u32(o, secs); }
 static inline void sluice_put_enum8(sluice_out *o, int8_t v) { sluice_put_i8(o, v); }
 static inline void sluice_put_enum16(sluice_out *o, int16_t v) { sluice_put_i16(o, v); }
+
+/* The most bytes a LEB128 count takes, and a String of n bytes. */
+#define SLUICE_VARINT_MAX 10
+#define SLUICE_STRING_MAX(n) ((size_t)(n) + SLUICE_VARINT_MAX)
 
 /* sluice__leb128 writes v at p, which has room for 10 bytes, and returns
  * the end. */
@@ -169,18 +184,24 @@ static inline uint8_t *sluice__leb128(uint8_t *p, uint64_t v) {
 	return p;
 }
 
+static inline uint8_t *sluice_at_uvarint(uint8_t *p, uint64_t v) { return sluice__leb128(p, v); }
+static inline uint8_t *sluice_at_string(uint8_t *p, const void *s, size_t n) {
+	p = sluice__leb128(p, n);
+	memcpy(p, s, n);
+	return p + n;
+}
+
 /* A LEB128 length or count. */
 static inline void sluice_put_uvarint(sluice_out *o, uint64_t v) {
-	uint8_t *p = sluice_reserve(o, 10);
-	o->len += (size_t)(sluice__leb128(p, v) - p);
+	uint8_t *p = sluice_reserve(o, SLUICE_VARINT_MAX);
+	o->len += (size_t)(sluice_at_uvarint(p, v) - p);
 }
 
 /* String (and LowCardinality(String)): a LEB128 length and the bytes, in
  * one reservation. */
 static inline void sluice_put_string(sluice_out *o, const void *p, size_t n) {
-	uint8_t *d0 = sluice_reserve(o, n + 10), *d = sluice__leb128(d0, n);
-	memcpy(d, p, n);
-	o->len += (size_t)(d - d0) + n;
+	uint8_t *d = sluice_reserve(o, SLUICE_STRING_MAX(n));
+	o->len += (size_t)(sluice_at_string(d, p, n) - d);
 }
 static inline void sluice_put_bytes(sluice_out *o, sluice_bytes b) { sluice_put_string(o, b.ptr, b.len); }
 static inline void sluice_put_cstr(sluice_out *o, const char *s) { sluice_put_string(o, s, strlen(s)); }
@@ -242,6 +263,47 @@ static inline void sluice_put_decimal64(sluice_out *o, int64_t unscaled) { sluic
  * its elements in order, with nothing before them. A JSON column takes the
  * value's text, written as a String. */
 static inline void sluice_put_map(sluice_out *o, size_t count) { sluice_put_uvarint(o, count); }
+
+/* ---- one reservation per row ----------------------------------------------
+ * Each sluice_put_* checks the room left and updates the length through o:
+ * in wasm, loads and stores of memory for every value. A module that knows
+ * a bound of a row's size can write it with one reservation instead:
+ * sluice_span_begin(o, n) makes room for n bytes and returns a cursor; the
+ * sluice_at_* writers store a value at the cursor and return it moved past
+ * the value, held in a local; sluice_span_end(o, cursor) takes the bytes
+ * written. The bound is the sum of the values' sizes, with
+ * SLUICE_STRING_MAX(n) for a String of n bytes and SLUICE_VARINT_MAX for an
+ * Array or Map count. The bytes are those of the sluice_put_* writers, and
+ * a span may sit between sluice_row_begin and sluice_row_end beside them.
+ * sluice_span_end traps (abort) if the cursor went past the room made: a
+ * bound that is too small is a bug of the module, which may have
+ * overwritten its own memory by then. */
+
+static inline uint8_t *sluice_span_begin(sluice_out *o, size_t n) { return sluice_reserve(o, n); }
+
+static inline void sluice_span_end(sluice_out *o, uint8_t *p) {
+	if (p < o->buf + o->len || p > o->buf + o->cap)
+		abort();
+	o->len = (size_t)(p - o->buf);
+}
+
+static inline uint8_t *sluice_at_fixed(uint8_t *p, const void *s, size_t n) {
+	memcpy(p, s, n);
+	return p + n;
+}
+static inline uint8_t *sluice_at_array(uint8_t *p, size_t count) { return sluice__leb128(p, count); }
+static inline uint8_t *sluice_at_map(uint8_t *p, size_t count) { return sluice__leb128(p, count); }
+static inline uint8_t *sluice_at_null(uint8_t *p) { return sluice_at_u8(p, 1); }
+static inline uint8_t *sluice_at_not_null(uint8_t *p) { return sluice_at_u8(p, 0); }
+static inline uint8_t *sluice_at_bool(uint8_t *p, int v) { return sluice_at_u8(p, v != 0); }
+static inline uint8_t *sluice_at_date(uint8_t *p, uint16_t days) { return sluice_at_u16(p, days); }
+static inline uint8_t *sluice_at_datetime(uint8_t *p, uint32_t secs) { return sluice_at_u32(p, secs); }
+static inline uint8_t *sluice_at_date32(uint8_t *p, int32_t days) { return sluice_at_i32(p, days); }
+static inline uint8_t *sluice_at_datetime64(uint8_t *p, int64_t ticks) { return sluice_at_i64(p, ticks); }
+static inline uint8_t *sluice_at_enum8(uint8_t *p, int8_t v) { return sluice_at_i8(p, v); }
+static inline uint8_t *sluice_at_enum16(uint8_t *p, int16_t v) { return sluice_at_i16(p, v); }
+static inline uint8_t *sluice_at_decimal32(uint8_t *p, int32_t unscaled) { return sluice_at_i32(p, unscaled); }
+static inline uint8_t *sluice_at_decimal64(uint8_t *p, int64_t unscaled) { return sluice_at_i64(p, unscaled); }
 
 /* Times with range checks, from seconds since the epoch (and nanoseconds
  * for DateTime64(precision)): a time outside the type's range (DateTime

@@ -6,6 +6,7 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "sluice.h"
 
@@ -41,16 +42,36 @@ static void emit(const char *type, const char *literal) {
 		emit(type, literal);  \
 	} while (0)
 
+/* VS writes one vector with the sluice_put_* statements put, then again
+ * with the statements at, which move the cursor p of one span of bound
+ * bytes, and checks that both wrote the same bytes before it emits them. */
+#define VS(type, literal, bound, put, at)                                          \
+	do {                                                                           \
+		put;                                                                       \
+		uint8_t want[256];                                                         \
+		size_t n = out.len;                                                        \
+		memcpy(want, out.buf, n);                                                  \
+		out.len = 0;                                                               \
+		uint8_t *p = sluice_span_begin(&out, bound);                               \
+		at;                                                                        \
+		sluice_span_end(&out, p);                                                  \
+		if (out.len != n || memcmp(out.buf, want, n) != 0) {                       \
+			fprintf(stderr, "%s %s: the span wrote other bytes\n", type, literal); \
+			exit(1);                                                               \
+		}                                                                          \
+		emit(type, literal);                                                       \
+	} while (0)
+
 /* 2026-11-29 10:11:12 UTC, in seconds. */
 #define T2026 1795947072LL
 
 int main(void) {
 	sluice_out *o = &out;
-	V("UInt64", "18446744073709551615", sluice_put_u64(o, UINT64_MAX));
-	V("Int32", "-2", sluice_put_i32(o, -2));
-	V("String", "'héllo'", sluice_put_cstr(o, "héllo"));
-	V("Float32", "-1.5", sluice_put_f32(o, -1.5f));
-	V("Bool", "true", sluice_put_bool(o, 1));
+	VS("UInt64", "18446744073709551615", 8, sluice_put_u64(o, UINT64_MAX), p = sluice_at_u64(p, UINT64_MAX));
+	VS("Int32", "-2", 4, sluice_put_i32(o, -2), p = sluice_at_i32(p, -2));
+	VS("String", "'héllo'", SLUICE_STRING_MAX(6), sluice_put_cstr(o, "héllo"), p = sluice_at_string(p, "héllo", 6));
+	VS("Float32", "-1.5", 4, sluice_put_f32(o, -1.5f), p = sluice_at_f32(p, -1.5f));
+	VS("Bool", "true", 1, sluice_put_bool(o, 1), p = sluice_at_bool(p, 1));
 	V("UUID", "'61f0c404-5cb3-11e7-907b-a6006ad3dba0'", sluice_put_uuid(o, 0x61f0c4045cb311e7ULL, 0x907ba6006ad3dba0ULL));
 	V("IPv4", "'1.2.3.4'", sluice_put_ipv4(o, 1, 2, 3, 4));
 	{
@@ -58,19 +79,22 @@ int main(void) {
 		V("IPv6", "'2001:db8::1'", sluice_put_ipv6(o, doc));
 		V("IPv6", "'::ffff:1.2.3.4'", sluice_put_ipv6(o, mapped));
 	}
-	V("Enum8('a' = 1, 'b' = -2)", "'b'", sluice_put_enum8(o, -2));
-	V("Enum16('x' = 1000, 'y' = -300)", "'y'", sluice_put_enum16(o, -300));
-	V("Nullable(Int64)", "-3", sluice_put_not_null(o); sluice_put_i64(o, -3));
-	V("Nullable(String)", "NULL", sluice_put_null(o));
-	V("LowCardinality(Nullable(String))", "'x'", sluice_put_not_null(o); sluice_put_cstr(o, "x"));
-	V("Array(UInt8)", "[1, 2]", sluice_put_array(o, 2); sluice_put_u8(o, 1); sluice_put_u8(o, 2));
-	V("LowCardinality(FixedString(2))", "'ab'", sluice_put_fixed(o, "ab", 2));
+	VS("Enum8('a' = 1, 'b' = -2)", "'b'", 1, sluice_put_enum8(o, -2), p = sluice_at_enum8(p, -2));
+	VS("Enum16('x' = 1000, 'y' = -300)", "'y'", 2, sluice_put_enum16(o, -300), p = sluice_at_enum16(p, -300));
+	VS("Nullable(Int64)", "-3", 9, sluice_put_not_null(o); sluice_put_i64(o, -3), p = sluice_at_not_null(p); p = sluice_at_i64(p, -3));
+	VS("Nullable(String)", "NULL", 1, sluice_put_null(o), p = sluice_at_null(p));
+	VS("LowCardinality(Nullable(String))", "'x'", 1 + SLUICE_STRING_MAX(1), sluice_put_not_null(o); sluice_put_cstr(o, "x"),
+	   p = sluice_at_not_null(p); p = sluice_at_string(p, "x", 1));
+	VS("Array(UInt8)", "[1, 2]", SLUICE_VARINT_MAX + 2, sluice_put_array(o, 2); sluice_put_u8(o, 1); sluice_put_u8(o, 2),
+	   p = sluice_at_array(p, 2); p = sluice_at_u8(p, 1); p = sluice_at_u8(p, 2));
+	VS("LowCardinality(FixedString(2))", "'ab'", 2, sluice_put_fixed(o, "ab", 2), p = sluice_at_fixed(p, "ab", 2));
 	V("DateTime", "'2026-11-29 10:11:12'", sluice_put_time_datetime(o, T2026));
-	V("DateTime('UTC')", "'2026-11-29 10:11:12'", sluice_put_datetime(o, (uint32_t)T2026));
+	VS("DateTime('UTC')", "'2026-11-29 10:11:12'", 4, sluice_put_datetime(o, (uint32_t)T2026), p = sluice_at_datetime(p, (uint32_t)T2026));
 	V("DateTime('Europe/Berlin')", "1780308000", sluice_put_time_datetime(o, 1780308000));
 	V("DateTime64(3)", "'2026-11-29 10:11:12.345'", sluice_put_time_datetime64(o, T2026, 345000000, 3));
 	V("DateTime64(3)", "'1900-01-01 00:00:00.001'", sluice_put_time_datetime64(o, -2208988800LL, 1000000, 3));
-	V("DateTime64(6, 'UTC')", "'2026-11-29 10:11:12.345678'", sluice_put_datetime64(o, T2026 * 1000000 + 345678));
+	VS("DateTime64(6, 'UTC')", "'2026-11-29 10:11:12.345678'", 8, sluice_put_datetime64(o, T2026 * 1000000 + 345678),
+	   p = sluice_at_datetime64(p, T2026 * 1000000 + 345678));
 	/* 2262-04-11 08:47:16.854775807 in Tokyo (UTC+9) is 2262-04-10 23:47:16 UTC:
 	 * a day before the last DateTime64(9), INT64_MAX nanoseconds. */
 	V("DateTime64(9, 'Asia/Tokyo')", "'2262-04-11 08:47:16.854775807'",
@@ -79,9 +103,9 @@ int main(void) {
 	V("DateTime64(0, 'Europe/Berlin')", "'2299-12-31 23:59:59'", sluice_put_time_datetime64(o, 10413791999LL - 3600, 0, 0));
 	V("Date", "'2100-01-01'", sluice_put_time_date(o, 4102444800LL + 13 * 3600));
 	V("Date32", "'1900-01-01'", sluice_put_time_date32(o, -2208988800LL + 86399));
-	V("Date32", "'2299-12-31'", sluice_put_date32(o, 120529));
-	V("Decimal32(2)", "'-12.34'", sluice_put_decimal32(o, -1234));
-	V("Decimal64(4)", "'99999.0001'", sluice_put_decimal64(o, 999990001));
+	VS("Date32", "'2299-12-31'", 4, sluice_put_date32(o, 120529), p = sluice_at_date32(p, 120529));
+	VS("Decimal32(2)", "'-12.34'", 4, sluice_put_decimal32(o, -1234), p = sluice_at_decimal32(p, -1234));
+	VS("Decimal64(4)", "'99999.0001'", 8, sluice_put_decimal64(o, 999990001), p = sluice_at_decimal64(p, 999990001));
 	V("Decimal(18, 4)", "'-0.0001'", sluice_put_decimal64(o, -1));
 	V("Decimal128(10)", "'-1.0000000001'", sluice_put_int128(o, (uint64_t)-10000000001LL, -1));
 	{
@@ -99,8 +123,10 @@ int main(void) {
 		V("Int256", "'1'", sluice_put_int256(o, one));
 		V("UInt256", "'115792089237316195423570985008687907853269984665640564039457584007913129639935'", sluice_put_int256(o, max));
 	}
-	V("Map(String, UInt64)", "map('a', 1, 'b', 2)",
-	  sluice_put_map(o, 2); sluice_put_cstr(o, "a"); sluice_put_u64(o, 1); sluice_put_cstr(o, "b"); sluice_put_u64(o, 2));
+	VS("Map(String, UInt64)", "map('a', 1, 'b', 2)", SLUICE_VARINT_MAX + 2 * (SLUICE_STRING_MAX(1) + 8),
+	   sluice_put_map(o, 2); sluice_put_cstr(o, "a"); sluice_put_u64(o, 1); sluice_put_cstr(o, "b"); sluice_put_u64(o, 2),
+	   p = sluice_at_map(p, 2); p = sluice_at_string(p, "a", 1); p = sluice_at_u64(p, 1); p = sluice_at_string(p, "b", 1);
+	   p = sluice_at_u64(p, 2));
 	V("Map(String, String)", "map()", sluice_put_map(o, 0));
 	V("Map(LowCardinality(String), Array(Nullable(Int32)))", "map('x', [1, NULL])",
 	  sluice_put_map(o, 1); sluice_put_cstr(o, "x"); sluice_put_array(o, 2); sluice_put_not_null(o); sluice_put_i32(o, 1);
