@@ -151,6 +151,15 @@ func sensorJSONMalformed() [][]byte {
 		batch("", ev(`1,70000`, `"m","n"`, `"u","drop"`, `2,3`, `0.5,null`, `[],[]`)),
 		batch("", ev(`0,1,2`, `"m","n","o"`, `"drop","u","u"`, `2,3,4`, `0.5,0.19999,0.2`, `[],[],[]`)),
 	)
+	// Tags arrays and nulls beside and past the fast path's: white space,
+	// escapes, other values, and malformed ones.
+	for _, tags := range []string{`[ ]`, `[ "a" , "b" ]`, "[\n\"a\"\t]", `["a",]`, `["a" "b"]`, `["a",1]`, `[1,"a"]`,
+		`["a\"b"]`, `["a","\u0041"]`, `["a",["b"]]`, `["a",null]`, `["a"`, `["a",`, `[`, `["a"}`, `["a`} {
+		out = append(out, batch("", ev(`1,2`, `"m","n"`, `"u","v"`, `2,3`, `0.5,0.6`, `["x"],`+tags)))
+	}
+	for _, q := range []string{`nul`, `nulll`, `null `, `Null`, `n`} {
+		out = append(out, batch("", ev(`1`, `"m"`, `"u"`, `2`, q, `[]`)))
+	}
 	// Integers of every length, read eight and sixteen digits at a time.
 	for n := 1; n <= 20; n++ {
 		d := "98765432109876543210"[:n]

@@ -792,34 +792,43 @@ static int grow(void **p, size_t n, size_t *cap, size_t size) {
 	return 0;
 }
 
-/* tags_value decodes the tags array at i, which the validating pass has
- * checked, onto d.tags if it holds strings without escapes: 1, else 0. */
-static int tags_value(size_t i, elem *e) {
+/* tags_scan validates and decodes the tags array whose '[' is at i when it
+ * holds only strings without escapes or control characters, the arrays
+ * the corpus has, onto d.tags: the offset after its ']', or NOT_A_NUMBER,
+ * with d.tags as it was, for any other array, valid or not, which skip
+ * then reads with its rules and errors. An array it takes is one skip
+ * takes, ending at the same offset. */
+static size_t tags_scan(size_t i, elem *e) {
 	const uint8_t *p = d.p;
 	size_t len = d.len;
-	e->v.t.first = (uint32_t)d.tags.n;
+	uint32_t first = (uint32_t)d.tags.n;
+	e->v.t.first = first;
 	e->v.t.n = 0;
 	i = ws(i + 1);
 	if (i < len && p[i] == ']')
-		return 1;
+		return i + 1;
 	for (;;) {
 		if (i >= len || p[i] != '"')
-			return 0;
+			break;
 		size_t end = string_run(i + 1);
 		if (end >= len || p[end] != '"')
-			return 0;
+			break;
 		if (grow((void **)&d.tags.p, d.tags.n, &d.tags.cap, sizeof *d.tags.p) != 0)
-			return 0;
+			break;
 		d.tags.p[d.tags.n].p = p + i + 1;
 		d.tags.p[d.tags.n].n = end - i - 1;
 		d.tags.n++;
 		e->v.t.n++;
 		i = ws(end + 1);
-		if (i < len && p[i] == ',')
-			i = ws(i + 1);
-		else
-			return 1; /* the ']': the array is valid */
+		if (i < len && p[i] == ']')
+			return i + 1;
+		if (i >= len || p[i] != ',')
+			break;
+		i = ws(i + 1);
 	}
+	d.tags.n = first;
+	e->v.t.n = 0;
+	return NOT_A_NUMBER;
 }
 
 /* scan_array validates events array k at i, as skip would, with the same
@@ -864,12 +873,15 @@ static size_t scan_array(size_t i, int k) {
 				e->ok = (uint8_t)int_value(i, end, &e->v.i);
 			else if (!d.failed && k == A_QUALITY)
 				e->ok = float_value(i, end, &e->v.f) == 0;
+		} else if (k == A_TAGS && c == '[' && (end = tags_scan(i, e)) != NOT_A_NUMBER) {
+			e->ok = 1;
+		} else if (k == A_QUALITY && c == 'n' && lit(i, "null", 4)) {
+			end = i + 4;
+			e->ok = e->null = 1;
 		} else {
+			/* Anything else is read by skip's rules, and taken again by
+			 * Next (not ok). */
 			end = skip(i, 1, &w);
-			if (!d.failed && k == A_QUALITY && c == 'n')
-				e->ok = e->null = 1; /* skip took "null" */
-			else if (!d.failed && k == A_TAGS && c == '[')
-				e->ok = (uint8_t)tags_value(i, e);
 		}
 		i = ws(end);
 		if (d.failed)
