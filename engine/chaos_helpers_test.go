@@ -298,8 +298,13 @@ func newChaosRun(t *testing.T, env *chaosEnv, prof chaosProfile, seed uint64) *c
 	if err != nil {
 		t.Fatalf("set max.message.bytes on %s: %v", r.beta.topic, err)
 	}
+	// The harness's producer lives through broker_restart: a connection
+	// the restarting broker closes before its first response is retried
+	// (franz-go takes that for a missing SASL and fails the records
+	// otherwise; the test broker has none).
 	if r.producer, err = env.kafka.NewClient(kgo.RecordPartitioner(kgo.RoundRobinPartitioner()),
-		kgo.ProducerBatchMaxBytes(4<<20), kgo.RecordDeliveryTimeout(4*time.Minute), kgo.ProducerLinger(5*time.Millisecond)); err != nil {
+		kgo.ProducerBatchMaxBytes(4<<20), kgo.RecordDeliveryTimeout(4*time.Minute), kgo.ProducerLinger(5*time.Millisecond),
+		kgo.AlwaysRetryEOF()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(r.producer.Close)
