@@ -66,7 +66,8 @@ func BenchmarkServerInsertSorted(b *testing.B) {
 			part := slices.Clone(rows[i*perInsert : min((i+1)*perInsert, len(rows))])
 			if sorted {
 				slices.SortStableFunc(part, func(x, y row) int {
-					return cmp.Or(strings.Compare(x.r.Sensor, y.r.Sensor), cmp.Compare(x.r.BatchID, y.r.BatchID), cmp.Compare(x.r.EventSeq, y.r.EventSeq))
+					return cmp.Or(strings.Compare(x.r.Sensor, y.r.Sensor), cmp.Compare(x.h.BatchTsMs, y.h.BatchTsMs),
+						cmp.Compare(x.r.BatchID, y.r.BatchID), cmp.Compare(x.r.EventSeq, y.r.EventSeq))
 				})
 			}
 			cols.Reset()
@@ -86,22 +87,30 @@ func BenchmarkServerInsertSorted(b *testing.B) {
 		if server == testinfra.Legacy {
 			userTime = srv.EventSum("UserTimeMicroseconds", "SystemTimeMicroseconds")
 		}
-		sql := fmt.Sprintf("SELECT sum(written_rows), sum(%s), sum(%s) FROM system.query_log WHERE %s FORMAT TSV",
-			userTime, srv.EventSum("SoftPageFaults"), srv.InsertsInto(table))
+		sql := fmt.Sprintf("SELECT sum(written_rows), sum(%s), sum(%s), count(), sum(%s) FROM system.query_log WHERE %s FORMAT TSV",
+			userTime, srv.EventSum("SoftPageFaults"), srv.EventSum("MergeTreeDataWriterBlocksAlreadySorted"), srv.InsertsInto(table))
 		qctx, cancel := context.WithTimeout(ctx, time.Minute)
 		defer cancel()
+		var inserts, alreadySorted int
 		if _, err := srv.QueryLogged(qctx, sql, func(out string) bool {
 			f := strings.Fields(out)
-			if len(f) != 3 {
+			if len(f) != 5 {
 				return false
 			}
 			n, _ := strconv.Atoi(f[0])
 			us, _ := strconv.ParseFloat(f[1], 64)
 			pf, _ := strconv.ParseFloat(f[2], 64)
+			inserts, _ = strconv.Atoi(f[3])
+			alreadySorted, _ = strconv.Atoi(f[4])
 			cpu, faults = us/float64(n), pf/float64(n)
 			return n == len(rows)
 		}); err != nil {
 			b.Fatalf("%s: the inserts' query_log entries: %v", table, err)
+		}
+		// The comparison holds only if the server found the sorted inserts
+		// sorted (one block each) and the others not.
+		if sorted && alreadySorted != inserts || !sorted && alreadySorted == inserts {
+			b.Fatalf("%s: %d of %d inserts found sorted by the server (sorted: %v)", table, alreadySorted, inserts, sorted)
 		}
 		execT(b, srv, "DROP TABLE "+table)
 		return cpu, faults

@@ -7,6 +7,7 @@ import (
 	"hash/maphash"
 	"math"
 	"slices"
+	"unsafe"
 
 	"github.com/ClickHouse/ch-go/proto"
 
@@ -353,6 +354,9 @@ type lowCardinalityEncoder interface {
 	proto.ColInput
 	proto.StateEncoder
 	bind(col column)
+	// footprint is the bytes its dictionary and table hold, for an owner
+	// that keeps it between blocks to drop it past a bound.
+	footprint() int
 }
 
 // lowCardinalityFits reports whether col holds what newLowCardinality
@@ -388,6 +392,12 @@ type lowCardinalityArray struct {
 	src  *arrayColumn
 	elem *lowCardinalityString
 }
+
+func (c *lowCardinalityString) footprint() int {
+	return cap(c.index.Buf) + 16*cap(c.index.Pos) + 4*cap(c.keys) + int(unsafe.Sizeof(lcSlot{}))*cap(c.slots)
+}
+
+func (c *lowCardinalityArray) footprint() int { return c.elem.footprint() }
 
 func (c *lowCardinalityArray) bind(col column) {
 	c.src = col.(*arrayColumn)

@@ -129,7 +129,8 @@ func (s *Sink) discover(ctx context.Context, name string, reread bool) (*Table, 
 	switch s.cfg.Routing {
 	case RoutingEndpoint:
 		t.shards = []*shard{s.single}
-		if s.cfg.SortRows == "key" {
+		if s.cfg.SortRows == "key" && s.cfg.Transport == TransportNative {
+			// Only the native transport sorts (sortable).
 			t.sortKey = s.tableSortKey(ctx, t)
 		}
 	case RoutingDistributed:

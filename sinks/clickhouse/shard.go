@@ -278,7 +278,7 @@ type openInsert struct {
 	// insert_linger.
 	backlog bool
 	started time.Time
-	// sorted: an attempt sent its rows in the table's key order.
+	// sorted: the last attempt sent its rows in the table's key order.
 	sorted bool
 }
 
@@ -523,6 +523,7 @@ func (w *worker) insertWithRetry(ctx context.Context, ins *openInsert) error {
 				st.dedupToken = ins.token
 			}
 			var sorted *sortedEncoder
+			ins.sorted = false
 			if err == nil && w.sortable(ins) && plan.identity() {
 				// Its rows go in the key order: all of them at once.
 				for !ins.sealed {

@@ -2,7 +2,9 @@ package clickhouse
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
+	"sort"
 
 	"github.com/ClickHouse/ch-go/proto"
 
@@ -17,14 +19,20 @@ import (
 // sorted insert costs one column's bytes of memory beside its parts, not
 // a second copy of its rows, and every attempt encodes the same order.
 // On a compressed connection the rows go as blocks of at most
-// maxCompressedBlock bytes, consecutive slices of the order: the server
-// joins an insert's blocks in the order they came before it writes a
-// part, so the part is sorted all the same.
+// maxCompressedBlock bytes, counted by their rows (a larger row alone),
+// consecutive slices of the order: the server joins an insert's blocks in
+// the order they came before it writes a part, so the part is sorted all
+// the same.
 
 // maxKeptSortRows bounds the rows a worker's sort buffers are kept for
 // between inserts (about 20 bytes a row; an insert ends at 1,000,000 rows
 // by default); a var for the tests.
 var maxKeptSortRows = 1 << 21
+
+// maxKeptDictBytes bounds each dictionary (the sort's and the
+// LowCardinality encoders') a worker keeps between inserts; a var for the
+// tests.
+var maxKeptDictBytes = maxArena
 
 // sortedEncoder is a worker's state for sorted inserts, kept between them.
 type sortedEncoder struct {
@@ -36,12 +44,14 @@ type sortedEncoder struct {
 	err error // of writing a column to the connection
 
 	// The insert being sent: its parts, the plan and the rows left.
-	plan      *insertPlan
-	parts     []*subBlock
-	types     []*chtype.Type
-	lcCols    bool
-	blockRows int
-	left      []sortRun
+	plan   *insertPlan
+	parts  []*subBlock
+	types  []*chtype.Type
+	lcCols bool
+	// blockBytes bounds a block's bytes (0: one block); a block takes at
+	// least one row.
+	blockBytes int
+	left       []sortRun
 }
 
 // start prepares ins's rows in key order for blocks of next; false when
@@ -49,6 +59,7 @@ type sortedEncoder struct {
 // compressed bounds each block's bytes; lc encodes LowCardinality columns
 // as such.
 func (e *sortedEncoder) start(plan *insertPlan, ins *openInsert, compressed, lc bool) bool {
+	ins.sorted = false // until this attempt is
 	e.parts = e.parts[:0]
 	bytes, rows := 0, 0
 	for _, p := range ins.parts {
@@ -71,9 +82,9 @@ func (e *sortedEncoder) start(plan *insertPlan, ins *openInsert, compressed, lc 
 	}
 	e.runs = e.sorter.runs(order, e.runs)
 	e.plan, e.types, e.lcCols, e.left, e.err = plan, ins.t.types, lc, e.runs, nil
-	e.blockRows = len(order)
+	e.blockBytes = 0
 	if compressed && bytes > maxCompressedBlock {
-		e.blockRows = max(1, int(int64(len(order))*maxCompressedBlock/int64(bytes)))
+		e.blockBytes = maxCompressedBlock
 	}
 	ins.sorted = true
 	return true
@@ -84,16 +95,30 @@ func (e *sortedEncoder) next() proto.Input {
 	if len(e.left) == 0 {
 		return nil
 	}
-	// The block's runs: the next blockRows rows, the last run cut there.
-	rows, k := 0, 0
-	for k < len(e.left) && rows+e.left[k].n <= e.blockRows {
-		rows += e.left[k].n
-		k++
+	// The block's runs: as many as blockBytes holds, by the bytes of their
+	// rows (rows of one key can be far larger than the insert's average),
+	// the last one cut where the bound falls; a row larger than the bound
+	// goes alone.
+	rows, bytes, k, cut := 0, 0, 0, 0
+	for ; k < len(e.left); k++ {
+		r := e.left[k]
+		if e.blockBytes == 0 {
+			rows += r.n
+			continue
+		}
+		n, b := e.rowsWithin(r, e.blockBytes-bytes)
+		if rows == 0 && n == 0 {
+			n = 1
+		}
+		if n < r.n {
+			cut = n
+			break
+		}
+		rows, bytes = rows+n, bytes+b
 	}
 	runs := e.left[:k:k]
-	if k < len(e.left) && rows < e.blockRows {
+	if cut > 0 {
 		r := e.left[k]
-		cut := e.blockRows - rows
 		runs = append(runs, sortRun{p: r.p, from: r.from, n: cut})
 		e.left[k] = sortRun{p: r.p, from: r.from + cut, n: r.n - cut}
 		rows += cut
@@ -115,6 +140,26 @@ func (e *sortedEncoder) next() proto.Input {
 		in[i] = proto.InputColumn{Name: e.plan.target.columns[i], Data: data}
 	}
 	return in
+}
+
+// runBytes is the bytes of rows [from, from+n) of part p, its columns'
+// size as size counts it.
+func (e *sortedEncoder) runBytes(p, from, n int) int {
+	b := 0
+	for _, c := range e.parts[p].cols {
+		b += rangeSize(c, from, n)
+	}
+	return b
+}
+
+// rowsWithin is how many of run r's first rows fit in limit bytes, all of
+// them with their bytes, or fewer.
+func (e *sortedEncoder) rowsWithin(r sortRun, limit int) (n, bytes int) {
+	if b := e.runBytes(r.p, r.from, r.n); b <= limit {
+		return r.n, b
+	}
+	// The most rows that fit: the bytes grow with the rows.
+	return sort.Search(r.n, func(n int) bool { return e.runBytes(r.p, r.from, n+1) > limit }), 0
 }
 
 // lcEncoder is the LowCardinality encoder for block column i's type.
@@ -155,8 +200,18 @@ func (e *sortedEncoder) release() {
 	if cap(e.sorter.perm) > maxKeptSortRows {
 		e.sorter = rowSorter{}
 	}
-	if d := e.sorter.dict; d != nil && cap(d.index.Buf) > maxArena {
+	if d := e.sorter.dict; d != nil && d.footprint() > maxKeptDictBytes {
 		e.sorter.dict = nil
+	}
+	// Runs and LowCardinality dictionaries as large as the largest insert
+	// are not kept for the next.
+	if cap(e.runs) > maxKeptSortRows {
+		e.runs = nil
+	}
+	for typ, enc := range e.lc {
+		if enc.footprint() > maxKeptDictBytes {
+			delete(e.lc, typ)
+		}
 	}
 }
 
@@ -232,6 +287,39 @@ func (c *sortedColumn) WriteColumn(w *proto.Writer) {
 type sortedLowCardinality struct{ sortedColumn }
 
 func (c *sortedLowCardinality) EncodeState(b *proto.Buffer) { c.lc.EncodeState(b) }
+
+// rangeSize is the size of rows [from, from+n) of c, as size counts a
+// whole column, for the kinds gatherable takes.
+func rangeSize(c column, from, n int) int {
+	if n == 0 {
+		return 0
+	}
+	switch c := c.(type) {
+	case *fixedColumn:
+		return c.width * n
+	case *stringColumn:
+		lo := uint32(0)
+		if from > 0 {
+			lo = c.ends[from-1]
+		}
+		return int(c.ends[from+n-1] - lo)
+	case *nullableColumn:
+		return n + rangeSize(c.inner, from, n)
+	case *arrayColumn:
+		lo, hi := elemRange(c.offsets, from, n)
+		return 8*n + rangeSize(c.inner, int(lo), int(hi-lo))
+	case *mapColumn:
+		lo, hi := elemRange(c.offsets, from, n)
+		return 8*n + rangeSize(c.keys, int(lo), int(hi-lo)) + rangeSize(c.values, int(lo), int(hi-lo))
+	case *tupleColumn:
+		b := 0
+		for _, el := range c.elems {
+			b += rangeSize(el, from, n)
+		}
+		return b
+	}
+	panic(fmt.Sprintf("clickhouse: rangeSize of a %T", c))
+}
 
 // gatherable says whether appendSorted writes columns of c's kind.
 func gatherable(c column) bool {
