@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"slices"
 	"sync"
@@ -26,10 +27,14 @@ const (
 	lowCardinalityRevision = 54405
 )
 
+// clientName is the name sluice gives itself in the protocol's hello.
+const clientName = "sluice"
+
 // nativeTransport inserts over ClickHouse's native protocol with ch-go.
 type nativeTransport struct {
 	cfg *Config
 	tls *tls.Config // nil without TLS; cloned per server name
+	log *slog.Logger
 }
 
 func (nt *nativeTransport) newReplica(addr string) (*replica, error) {
@@ -44,7 +49,7 @@ func (nt *nativeTransport) open(ctx context.Context, rep *replica) (conn, error)
 	if err != nil {
 		return nil, err
 	}
-	return &nativeConn{c: c, rep: rep, compressed: compressionFor(nt.cfg.Compression, rep.addr) != "none"}, nil
+	return &nativeConn{c: c, rep: rep, log: nt.log, compressed: compressionFor(nt.cfg.Compression, rep.addr) != "none"}, nil
 }
 
 func (nt *nativeTransport) canSendSettings(rep *replica) bool {
@@ -95,8 +100,9 @@ func (nt *nativeTransport) close() {}
 
 // nativeConn is one worker's connection to one replica, kept across inserts.
 type nativeConn struct {
-	c   *ch.Client
+	c   *client
 	rep *replica
+	log *slog.Logger
 	// compressed: blocks are compressed, so ch-go encodes each into a
 	// buffer of its own before sending it.
 	compressed bool
@@ -105,6 +111,9 @@ type nativeConn struct {
 	arena proto.Buffer
 	// blocks is how many blocks the last insert sent.
 	blocks int
+	// mismatch is the column of the last insert the server wanted as
+	// another type (checkHeader), if any.
+	mismatch *headerMismatchError
 }
 
 // maxArena bounds what a joined block computes into its connection's
@@ -215,10 +224,35 @@ func (emptyColumn) Reset()                     {}
 // hand they go as few blocks as the connection allows (blockJoiner); a
 // streaming insert sends a block per part, ch-go asking src for the next
 // one as it goes, and the server squashes them.
-func (nc *nativeConn) insert(ctx context.Context, plan *insertPlan, src *partSource, s insertSettings) (err error) {
+func (nc *nativeConn) insert(ctx context.Context, plan *insertPlan, src *partSource, s insertSettings) error {
 	if nc.c.IsClosed() {
 		return errConnClosed
 	}
+	nc.mismatch = nil
+	err := nc.send(ctx, plan, src, s)
+	mismatch := nc.mismatch
+	if err == nil || mismatch == nil {
+		return err
+	}
+	// The server wants a column as another type than the one sluice
+	// encoded (the table changed, or a LowCardinality sluice sends as its
+	// inner type): nothing was sent. At compatRevision the server converts
+	// it, so the insert goes again from its first part over a connection
+	// at that revision, which this one stays at.
+	_ = nc.c.Close()
+	c, derr := nc.rep.dialer.dialAt(ctx, compatRevision)
+	if derr != nil {
+		return fmt.Errorf("%w; reconnecting at revision %d: %w", mismatch, compatRevision, derr)
+	}
+	nc.c = c
+	nc.log.Info("the server wants a column as another type than sluice encoded; sending at a protocol revision where it converts",
+		"addr", nc.rep.addr, "revision", compatRevision, "err", mismatch)
+	src.i = 0
+	return nc.send(ctx, plan, src, s)
+}
+
+// send sends the parts src hands out as one INSERT.
+func (nc *nativeConn) send(ctx context.Context, plan *insertPlan, src *partSource, s insertSettings) (err error) {
 	// From revision 54405 on, the server reads LowCardinality columns in
 	// their own serialization: sluice sends LowCardinality(String) and
 	// LowCardinality(Nullable(String)), alone or as an Array's elements, as
@@ -226,8 +260,7 @@ func (nc *nativeConn) insert(ctx context.Context, plan *insertPlan, src *partSou
 	// every value into a dictionary of its own and both sides compressing
 	// the values row by row. Older revisions get the inner type, which
 	// the server converts.
-	_, rev := nc.rep.dialer.Server()
-	lc := rev >= lowCardinalityRevision
+	lc := nc.c.revision >= lowCardinalityRevision
 	columns := func(sub *subBlock, input proto.Input) {
 		if !lc {
 			return
@@ -307,6 +340,13 @@ func (nc *nativeConn) insert(ctx context.Context, plan *insertPlan, src *partSou
 	if s.asyncInsertOff {
 		q.Settings = append(q.Settings, ch.Setting{Key: "async_insert", Value: "0", Important: true})
 	}
+	if nc.c.info != nil {
+		// The server reads each column as the type sluice names, not
+		// converting it to the table's: a block of another type fails
+		// the insert (and may take 18.16 down). ch-go hands the server's
+		// header to the first block's columns before it sends any.
+		checkHeader(q.Input, nc.c.info, &nc.mismatch)
+	}
 	return nc.c.Do(ctx, q)
 }
 
@@ -330,7 +370,7 @@ func (d *dialer) options(revision int) ch.Options {
 		Database:        d.cfg.Database,
 		User:            d.cfg.User,
 		Password:        d.cfg.Password,
-		ClientName:      "sluice",
+		ClientName:      clientName,
 		DialTimeout:     d.cfg.DialTimeout,
 		ReadTimeout:     d.cfg.ReadTimeout,
 		ProtocolVersion: revision,
@@ -366,13 +406,15 @@ func hostOf(addr string) string {
 	return h
 }
 
-// dial opens a connection, negotiating the protocol revision on first use.
-func (d *dialer) dial(ctx context.Context) (*ch.Client, error) {
+// dial opens a connection, negotiating the protocol revision on first use:
+// the server's own from 54405 to 54419 (through clientInfoConn), else
+// compatRevision below modernRevision, else ch-go's.
+func (d *dialer) dial(ctx context.Context) (*client, error) {
 	d.mu.Lock()
 	rev := d.revision
 	d.mu.Unlock()
 	if rev != 0 {
-		return ch.Dial(ctx, d.options(rev))
+		return d.dialAt(ctx, rev)
 	}
 	c, err := ch.Dial(ctx, d.options(0))
 	if err != nil {
@@ -380,17 +422,40 @@ func (d *dialer) dial(ctx context.Context) (*ch.Client, error) {
 	}
 	hello := c.ServerInfo()
 	rev = proto.Version
+	cl := &client{Client: c, revision: rev}
 	if hello.Revision < modernRevision {
 		rev = compatRevision
+		if clientInfoRevision(hello.Revision) {
+			rev = hello.Revision
+		}
 		_ = c.Close()
-		if c, err = ch.Dial(ctx, d.options(rev)); err != nil {
+		if cl, err = d.dialAt(ctx, rev); err != nil {
 			return nil, err
 		}
 	}
 	d.mu.Lock()
 	d.revision, d.server = rev, hello
 	d.mu.Unlock()
-	return c, nil
+	return cl, nil
+}
+
+// dialAt opens a connection speaking revision rev.
+func (d *dialer) dialAt(ctx context.Context, rev int) (*client, error) {
+	o := d.options(rev)
+	if !clientInfoRevision(rev) {
+		c, err := ch.Dial(ctx, o)
+		if err != nil {
+			return nil, err
+		}
+		return &client{Client: c, revision: rev}, nil
+	}
+	cd := &clientInfoDialer{revision: rev, tls: o.TLS}
+	o.TLS, o.Dialer = nil, cd
+	c, err := ch.Dial(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	return &client{Client: c, info: cd.conn, revision: rev}, nil
 }
 
 // Server reports the server's hello and the revision sluice speaks with it.

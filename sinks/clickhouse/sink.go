@@ -151,7 +151,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Sink, error) {
 	}
 	switch s.cfg.Transport {
 	case TransportNative:
-		s.tr = &nativeTransport{cfg: &s.cfg, tls: tlsConf}
+		s.tr = &nativeTransport{cfg: &s.cfg, tls: tlsConf, log: log}
 	case TransportHTTP:
 		if s.tr, err = newHTTPTransport(&s.cfg, tlsConf); err != nil {
 			return nil, err
