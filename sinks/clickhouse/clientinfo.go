@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"sync/atomic"
+	"time"
 
 	"github.com/ClickHouse/ch-go"
 	"github.com/ClickHouse/ch-go/proto"
@@ -93,10 +94,18 @@ func queryPacketID(p []byte) (int, string, error) {
 type clientInfoDialer struct {
 	revision int
 	tls      *tls.Config
-	conn     *clientInfoConn // the last dialled
+	// timeout bounds the connection and the TLS handshake, as ch-go's
+	// own dialer's does.
+	timeout time.Duration
+	conn    *clientInfoConn // the last dialled
 }
 
 func (d *clientInfoDialer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	if d.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d.timeout)
+		defer cancel()
+	}
 	var nd net.Dialer
 	c, err := nd.DialContext(ctx, network, addr)
 	if err != nil {

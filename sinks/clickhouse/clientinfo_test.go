@@ -2,10 +2,13 @@ package clickhouse
 
 import (
 	"bytes"
+	"context"
+	"crypto/tls"
 	"errors"
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ClickHouse/ch-go/proto"
 )
@@ -121,5 +124,42 @@ func TestHeaderCheckRefusesAnotherType(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "column v: sluice encoded it as Int32, the server wants Int64") {
 		t.Errorf("error %q", err)
+	}
+}
+
+// TestClientInfoDialerBoundsTLSHandshake checks that the dialer gives up
+// on a server that accepts the connection and never answers the TLS
+// handshake, within its dial timeout, as ch-go's own dialer does.
+func TestClientInfoDialerBoundsTLSHandshake(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close() // held open, silent
+		}
+	}()
+	d := &clientInfoDialer{revision: 54412, tls: &tls.Config{ServerName: "127.0.0.1"}, timeout: 100 * time.Millisecond}
+	done := make(chan error, 1)
+	go func() {
+		c, err := d.DialContext(context.Background(), "tcp", ln.Addr().String())
+		if c != nil {
+			c.Close()
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("a TLS handshake nobody answered succeeded")
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the dialer still waits on a TLS handshake nobody answers, after a minute with a 100 ms dial timeout")
 	}
 }

@@ -53,3 +53,28 @@ func insertParts(ctx context.Context, s *Sink, t *Table, blocks []*Block, sorted
 	}
 	return -1, err
 }
+
+// Conn is one worker connection to a table's first replica, for tests that
+// insert several times over one.
+type Conn struct{ c conn }
+
+// OpenConn opens a connection to t's first replica.
+func OpenConn(ctx context.Context, s *Sink, t *Table) (*Conn, error) {
+	c, err := s.tr.open(ctx, t.shards[0].replicas[0])
+	if err != nil {
+		return nil, err
+	}
+	return &Conn{c}, nil
+}
+
+// Insert inserts the blocks' rows into t as one INSERT over c.
+func (c *Conn) Insert(ctx context.Context, t *Table, blocks []*Block) error {
+	ins := &openInsert{t: t, sealed: true}
+	for _, b := range blocks {
+		ins.add(&part{sub: b.parts[0], chunk: &Chunk{block: b}})
+	}
+	return c.c.insert(ctx, t.planFor(t.shards[0]), &partSource{ins: ins}, insertSettings{})
+}
+
+// Close closes the connection.
+func (c *Conn) Close() { c.c.close() }

@@ -90,3 +90,78 @@ func TestLowCardinalityAsSuchTo1816(t *testing.T) {
 		t.Errorf("the inserts' client revisions and names, and count: %q, want %q", out, want)
 	}
 }
+
+// TestConvertedTableOnItsOwn: on 18.16, a table with a LowCardinality the
+// sink sends as its inner type (LowCardinality(FixedString(2))) fails the
+// server's header check once and then goes at revision 54031, where the
+// server converts, while a table of LowCardinality(String) on the same
+// worker connection keeps 18.16's revision: every row lands, and the
+// server's query_log shows which revision each insert came at, and that
+// only the first of the converted table's inserts was tried at 54412.
+func TestConvertedTableOnItsOwn(t *testing.T) {
+	ch := loggingServer(t, testinfra.Legacy)
+	ctx := context.Background()
+	for _, ddl := range []string{
+		"CREATE TABLE fx (id UInt32, v LowCardinality(FixedString(2))) ENGINE = MergeTree ORDER BY id",
+		"CREATE TABLE ls (id UInt32, v LowCardinality(String)) ENGINE = MergeTree ORDER BY id",
+	} {
+		if err := ch.Exec(ctx, ddl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := newSink(t, ch, clickhouse.TransportNative, nil)
+	defer s.Close()
+	tables := map[string]*clickhouse.Table{}
+	for _, name := range []string{"fx", "ls"} {
+		tbl, err := s.Table(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tables[name] = tbl
+	}
+	c, err := clickhouse.OpenConn(ctx, s, tables["fx"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const rows = 100
+	for round := range 2 {
+		for _, name := range []string{"fx", "ls"} {
+			blk := s.NewBlock(tables[name])
+			for i := range rows {
+				row := binary.LittleEndian.AppendUint32(nil, uint32(round*rows+i))
+				if name == "fx" {
+					row = append(row, 'a', byte('a'+i%26))
+				} else {
+					row = appendStr(row, "v"+strconv.Itoa(i%26))
+				}
+				if err := blk.AppendRow(row); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := c.Insert(ctx, tables[name], []*clickhouse.Block{blk}); err != nil {
+				t.Fatalf("%s, round %d: %v", name, round, err)
+			}
+		}
+	}
+	for name, want := range map[string]string{"fx": "200\t26\n", "ls": "200\t26\n"} {
+		if got, err := ch.Query(ctx, "SELECT count(), uniqExact(v) FROM "+name+" FORMAT TSV"); err != nil || got != want {
+			t.Errorf("%s: rows and distinct values %q, %v; want %q", name, got, err, want)
+		}
+	}
+	// 18.16 logs the insert the check cut short as finished, with no row
+	// written; fx's second insert goes at 54031 straight away.
+	for name, want := range map[string]string{
+		"fx": "[(54031,100),(54031,100),(54412,0)]\t3\n",
+		"ls": "[(54412,100),(54412,100)]\t2\n",
+	} {
+		sql := "SELECT arraySort(groupArray((client_revision, written_rows))), count() FROM system.query_log WHERE " +
+			ch.InsertsInto(name) + " FORMAT TSV"
+		qctx, cancel := context.WithTimeout(ctx, time.Minute)
+		out, err := ch.QueryLogged(qctx, sql, func(out string) bool { return strings.HasSuffix(out, want[strings.IndexByte(want, '\t'):]) })
+		cancel()
+		if err != nil || out != want {
+			t.Errorf("%s: the inserts' client revisions and rows written, and their count: %q, %v; want %q", name, out, err, want)
+		}
+	}
+}

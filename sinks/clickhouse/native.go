@@ -112,8 +112,14 @@ type nativeConn struct {
 	// blocks is how many blocks the last insert sent.
 	blocks int
 	// mismatch is the column of the last insert the server wanted as
-	// another type (checkHeader), if any.
+	// another type (checkHeader), if any; reopen: c was closed by that
+	// check, and is dialled again before the next insert.
 	mismatch *headerMismatchError
+	reopen   bool
+	// compat, at compatRevision, carries the inserts of plans a server
+	// that does not convert columns wanted another type for
+	// (insertPlan.converted).
+	compat *client
 }
 
 // maxArena bounds what a joined block computes into its connection's
@@ -209,7 +215,12 @@ func joinInputs(inputs []proto.Input, arena *proto.Buffer) (proto.Input, bool) {
 	return joined, true
 }
 
-func (nc *nativeConn) close() { _ = nc.c.Close() }
+func (nc *nativeConn) close() {
+	_ = nc.c.Close()
+	if nc.compat != nil {
+		_ = nc.compat.Close()
+	}
+}
 
 // emptyColumn has no rows; it ends a streamed insert.
 type emptyColumn struct{}
@@ -225,11 +236,27 @@ func (emptyColumn) Reset()                     {}
 // streaming insert sends a block per part, ch-go asking src for the next
 // one as it goes, and the server squashes them.
 func (nc *nativeConn) insert(ctx context.Context, plan *insertPlan, src *partSource, s insertSettings) error {
+	if nc.reopen {
+		// The header check closed it; the insert before went at
+		// compatRevision.
+		c, err := nc.rep.dialer.dial(ctx)
+		if err != nil {
+			return err
+		}
+		nc.c, nc.reopen = c, false
+	}
 	if nc.c.IsClosed() {
 		return errConnClosed
 	}
+	if nc.c.info != nil && plan.converted.Load() {
+		c, err := nc.compatClient(ctx)
+		if err != nil {
+			return err
+		}
+		return nc.send(ctx, c, plan, src, s)
+	}
 	nc.mismatch = nil
-	err := nc.send(ctx, plan, src, s)
+	err := nc.send(ctx, nc.c, plan, src, s)
 	mismatch := nc.mismatch
 	if err == nil || mismatch == nil {
 		return err
@@ -238,21 +265,37 @@ func (nc *nativeConn) insert(ctx context.Context, plan *insertPlan, src *partSou
 	// encoded (the table changed, or a LowCardinality sluice sends as its
 	// inner type): nothing was sent. At compatRevision the server converts
 	// it, so the insert goes again from its first part over a connection
-	// at that revision, which this one stays at.
-	_ = nc.c.Close()
-	c, derr := nc.rep.dialer.dialAt(ctx, compatRevision)
-	if derr != nil {
-		return fmt.Errorf("%w; reconnecting at revision %d: %w", mismatch, compatRevision, derr)
+	// at that revision, as the plan's later inserts do; those of other
+	// plans keep the server's revision.
+	nc.reopen = true
+	if !plan.converted.Swap(true) {
+		nc.log.Info("the server wants a column as another type than sluice encoded; the table's inserts go at a protocol revision where the server converts",
+			"table", plan.target.fullName(), "addr", nc.rep.addr, "revision", compatRevision, "err", mismatch)
 	}
-	nc.c = c
-	nc.log.Info("the server wants a column as another type than sluice encoded; sending at a protocol revision where it converts",
-		"addr", nc.rep.addr, "revision", compatRevision, "err", mismatch)
+	c, derr := nc.compatClient(ctx)
+	if derr != nil {
+		return fmt.Errorf("%w; connecting at revision %d: %w", mismatch, compatRevision, derr)
+	}
 	src.i = 0
-	return nc.send(ctx, plan, src, s)
+	return nc.send(ctx, c, plan, src, s)
 }
 
-// send sends the parts src hands out as one INSERT.
-func (nc *nativeConn) send(ctx context.Context, plan *insertPlan, src *partSource, s insertSettings) (err error) {
+// compatClient is the connection's second client, at compatRevision,
+// dialled when first needed.
+func (nc *nativeConn) compatClient(ctx context.Context) (*client, error) {
+	if nc.compat != nil && !nc.compat.IsClosed() {
+		return nc.compat, nil
+	}
+	c, err := nc.rep.dialer.dialAt(ctx, compatRevision)
+	if err != nil {
+		return nil, err
+	}
+	nc.compat = c
+	return c, nil
+}
+
+// send sends the parts src hands out as one INSERT over c.
+func (nc *nativeConn) send(ctx context.Context, c *client, plan *insertPlan, src *partSource, s insertSettings) (err error) {
 	// From revision 54405 on, the server reads LowCardinality columns in
 	// their own serialization: sluice sends LowCardinality(String) and
 	// LowCardinality(Nullable(String)), alone or as an Array's elements, as
@@ -260,7 +303,7 @@ func (nc *nativeConn) send(ctx context.Context, plan *insertPlan, src *partSourc
 	// every value into a dictionary of its own and both sides compressing
 	// the values row by row. Older revisions get the inner type, which
 	// the server converts.
-	lc := nc.c.revision >= lowCardinalityRevision
+	lc := c.revision >= lowCardinalityRevision
 	columns := func(sub *subBlock, input proto.Input) {
 		if !lc {
 			return
@@ -340,14 +383,14 @@ func (nc *nativeConn) send(ctx context.Context, plan *insertPlan, src *partSourc
 	if s.asyncInsertOff {
 		q.Settings = append(q.Settings, ch.Setting{Key: "async_insert", Value: "0", Important: true})
 	}
-	if nc.c.info != nil {
+	if c.info != nil {
 		// The server reads each column as the type sluice names, not
 		// converting it to the table's: a block of another type fails
 		// the insert (and may take 18.16 down). ch-go hands the server's
 		// header to the first block's columns before it sends any.
-		checkHeader(q.Input, nc.c.info, &nc.mismatch)
+		checkHeader(q.Input, c.info, &nc.mismatch)
 	}
-	return nc.c.Do(ctx, q)
+	return c.Do(ctx, q)
 }
 
 var errConnClosed = fmt.Errorf("connection closed")
@@ -449,10 +492,13 @@ func (d *dialer) dialAt(ctx context.Context, rev int) (*client, error) {
 		}
 		return &client{Client: c, revision: rev}, nil
 	}
-	cd := &clientInfoDialer{revision: rev, tls: o.TLS}
+	cd := &clientInfoDialer{revision: rev, tls: o.TLS, timeout: o.DialTimeout}
 	o.TLS, o.Dialer = nil, cd
 	c, err := ch.Dial(ctx, o)
 	if err != nil {
+		if cd.conn != nil {
+			_ = cd.conn.Close()
+		}
 		return nil, err
 	}
 	return &client{Client: c, info: cd.conn, revision: rev}, nil

@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/ClickHouse/ch-go/proto"
 
@@ -33,6 +34,11 @@ type insertPlan struct {
 	// last described; such a plan sends nothing and is made again before
 	// each attempt.
 	err error
+	// converted: a server that does not convert columns (a revision from
+	// 54405 to 54419) wanted one of this plan's as another type than
+	// sluice encodes it, so its inserts go at compatRevision, where the
+	// server converts.
+	converted atomic.Bool
 }
 
 // identityPlan inserts every column of t as it is encoded.
