@@ -86,8 +86,11 @@ func TestMemoryLimitRun(t *testing.T) {
 	for _, o := range []int64{100, 300, 300} {
 		outside.Store(o)
 		send()
+		// Taken only once the update of the tick before is done, so the
+		// next Store does not race it (an update that reads the same
+		// value sets nothing).
+		send()
 	}
-	send() // taken only once the update of the last tick is done
 	cancel()
 	<-done
 	mu.Lock()
