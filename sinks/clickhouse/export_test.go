@@ -36,11 +36,17 @@ func InsertPartsSorted(ctx context.Context, s *Sink, t *Table, blocks []*Block) 
 	return insertParts(ctx, s, t, blocks, &sortedEncoder{})
 }
 
-func insertParts(ctx context.Context, s *Sink, t *Table, blocks []*Block, sorted *sortedEncoder) (int, error) {
+// sealedInsert is an insert of the blocks' first parts into t, all at hand.
+func sealedInsert(t *Table, blocks []*Block) *openInsert {
 	ins := &openInsert{t: t, sealed: true}
 	for _, b := range blocks {
 		ins.add(&part{sub: b.parts[0], chunk: &Chunk{block: b}})
 	}
+	return ins
+}
+
+func insertParts(ctx context.Context, s *Sink, t *Table, blocks []*Block, sorted *sortedEncoder) (int, error) {
+	ins := sealedInsert(t, blocks)
 	rep := t.shards[0].replicas[0]
 	c, err := s.tr.open(ctx, rep)
 	if err != nil {
@@ -69,11 +75,7 @@ func OpenConn(ctx context.Context, s *Sink, t *Table) (*Conn, error) {
 
 // Insert inserts the blocks' rows into t as one INSERT over c.
 func (c *Conn) Insert(ctx context.Context, t *Table, blocks []*Block) error {
-	ins := &openInsert{t: t, sealed: true}
-	for _, b := range blocks {
-		ins.add(&part{sub: b.parts[0], chunk: &Chunk{block: b}})
-	}
-	return c.c.insert(ctx, t.planFor(t.shards[0]), &partSource{ins: ins}, insertSettings{})
+	return c.c.insert(ctx, t.planFor(t.shards[0]), &partSource{ins: sealedInsert(t, blocks)}, insertSettings{})
 }
 
 // Close closes the connection.
