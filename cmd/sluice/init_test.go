@@ -41,7 +41,7 @@ func TestModuleInitFreshDir(t *testing.T) {
 			build := exec.Command("bash", filepath.Join(dir, "build.sh"))
 			build.Dir = dir
 			if out, err := build.CombinedOutput(); err != nil {
-				t.Fatalf("build.sh: %v\n%s\n(a missing toolchain? run `go tool task deps`)", err, out)
+				t.Fatalf("build.sh: %v\n%s\n(a missing toolchain? run `go tool -modfile=tools/go.mod task deps`)", err, out)
 			}
 			built := time.Since(start)
 			ddl, err := os.ReadFile(filepath.Join(dir, "table.sql"))

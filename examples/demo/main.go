@@ -3,7 +3,7 @@
 // lines, runs sluice until every line has landed, prints what ClickHouse
 // holds, and stops everything it started.
 //
-// Run it with `go tool task demo`.
+// Run it with `go tool -modfile=tools/go.mod task demo`.
 package main
 
 import (

@@ -29,7 +29,7 @@ func TestConfigReferenceIsCurrent(t *testing.T) {
 		t.Fatalf("%v: run go generate ./internal/configdoc", err)
 	}
 	if !bytes.Equal(got, want) {
-		t.Fatalf("%s is stale: run go generate ./internal/configdoc (or go tool task docs:config) and commit it; %s", File, firstDiff(got, want))
+		t.Fatalf("%s is stale: run go generate ./internal/configdoc (or go tool -modfile=tools/go.mod task docs:config) and commit it; %s", File, firstDiff(got, want))
 	}
 }
 

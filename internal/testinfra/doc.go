@@ -20,7 +20,7 @@
 // Close with t.Cleanup and fail the test, with an install hint, when the
 // software is missing. They never skip because of it: a missing service is
 // a broken test machine, not a reason to test less. Install everything with
-// `go tool task deps` or scripts/deps.sh. Under go test -short they skip
+// `go tool -modfile=tools/go.mod task deps` or scripts/deps.sh. Under go test -short they skip
 // (SkipShort), before looking for any software: -short runs only the
 // hermetic tests, which need no server.
 package testinfra

@@ -15,7 +15,7 @@ import (
 )
 
 // InstallHint is the advice attached to every "not installed" error.
-const InstallHint = "run `go tool task deps` (or scripts/deps.sh) to install ClickHouse 18.16, ClickHouse 26.9 (chdb-core) and the Kafka jars"
+const InstallHint = "run `go tool -modfile=tools/go.mod task deps` (or scripts/deps.sh) to install ClickHouse 18.16, ClickHouse 26.9 (chdb-core) and the Kafka jars"
 
 // ErrNotInstalled is wrapped by the errors StartClickHouse and StartKafka
 // return when a program or the Kafka jars are missing.

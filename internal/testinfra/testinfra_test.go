@@ -257,7 +257,7 @@ func TestMissingSoftwareErrors(t *testing.T) {
 		t.Fatalf("StartClickHouse with a missing binary: err = %v", err)
 	}
 	_, err = StartClickHouse(ctx, ClickHouseOptions{Server: Modern, Chdb: t.TempDir()})
-	if !errors.Is(err, ErrNotInstalled) || !strings.Contains(err.Error(), "go tool task deps") || !strings.Contains(err.Error(), "chdb-core") {
+	if !errors.Is(err, ErrNotInstalled) || !strings.Contains(err.Error(), "go tool -modfile=tools/go.mod task deps") || !strings.Contains(err.Error(), "chdb-core") {
 		t.Fatalf("StartClickHouse 26.9 without chdb-core: err = %v", err)
 	}
 	_, err = StartClickHouse(ctx, ClickHouseOptions{Server: "19.1"})
@@ -265,7 +265,7 @@ func TestMissingSoftwareErrors(t *testing.T) {
 		t.Fatalf("StartClickHouse of an unknown server: err = %v", err)
 	}
 	_, err = StartKafka(ctx, KafkaOptions{Libs: t.TempDir()})
-	if !errors.Is(err, ErrNotInstalled) || !strings.Contains(err.Error(), "go tool task deps") {
+	if !errors.Is(err, ErrNotInstalled) || !strings.Contains(err.Error(), "go tool -modfile=tools/go.mod task deps") {
 		t.Fatalf("StartKafka with no jars: err = %v", err)
 	}
 	_, err = StartKafka(ctx, KafkaOptions{Java: "/nonexistent/java"})
@@ -323,7 +323,7 @@ func TestHelpersSkipOnlyUnderShort(t *testing.T) {
 			switch {
 			case tc.wantSkip && (o.skipped == "" || o.failed != ""):
 				t.Errorf("%s with -short=%s: skipped %q, failed %q; want a skip", name, tc.short, o.skipped, o.failed)
-			case !tc.wantSkip && (o.skipped != "" || !strings.Contains(o.failed, "go tool task deps")):
+			case !tc.wantSkip && (o.skipped != "" || !strings.Contains(o.failed, "go tool -modfile=tools/go.mod task deps")):
 				t.Errorf("%s with -short=%s: skipped %q, failed %q; want a failure with the install hint", name, tc.short, o.skipped, o.failed)
 			}
 		}

@@ -30,7 +30,7 @@ const ASSDKDir = "guest-sdk/assemblyscript"
 var ASFlags = []string{"-O3", "--runtime", "incremental", "--exportStart", "_initialize", "--use", "abort="}
 
 // ErrNoNode is returned when node or npm is missing.
-var ErrNoNode = errors.New("node and npm are not installed (Debian: nodejs npm): run `go tool task deps`")
+var ErrNoNode = errors.New("node and npm are not installed (Debian: nodejs npm): run `go tool -modfile=tools/go.mod task deps`")
 
 // EnsureASC installs the npm packages of pkgDir (npm ci, from its lock
 // file) when its asc is missing, and returns the path of asc.

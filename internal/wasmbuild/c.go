@@ -17,7 +17,7 @@ import (
 
 // C modules are built with clang from Debian's packages: clang-14 (wasm32
 // code generation), lld-14 (wasm-ld), wasi-libc (the sysroot) and
-// libclang-rt-14-dev-wasm32 (compiler builtins). `go tool task deps`
+// libclang-rt-14-dev-wasm32 (compiler builtins). `go tool -modfile=tools/go.mod task deps`
 // installs them.
 
 // CTarget is what BuildC compiles a C module for.
@@ -61,7 +61,7 @@ func cFlags(t CTarget) []string {
 
 // ErrNoClang is returned when no clang is installed.
 var ErrNoClang = errors.New("clang-14 (or clang) is not installed; install the C toolchain " +
-	"(Debian: clang-14 lld-14 wasi-libc libclang-rt-14-dev-wasm32) with `go tool task deps`")
+	"(Debian: clang-14 lld-14 wasi-libc libclang-rt-14-dev-wasm32) with `go tool -modfile=tools/go.mod task deps`")
 
 // Clang returns the clang to use: clang-14, else clang, from PATH.
 func Clang() (string, error) {
@@ -125,7 +125,7 @@ func buildC(ctx context.Context, cc string, target CTarget, srcs []string, out s
 		msg := stderr.String()
 		if target == Wasm && (strings.Contains(msg, "wasm-ld") || strings.Contains(msg, "wasi") ||
 			strings.Contains(msg, "libclang_rt")) {
-			msg += "\n(the wasm32-wasi toolchain is incomplete: run `go tool task deps`)"
+			msg += "\n(the wasm32-wasi toolchain is incomplete: run `go tool -modfile=tools/go.mod task deps`)"
 		}
 		return fmt.Errorf("build C module (%s): %s %s: %w\n%s", target, cc, strings.Join(args, " "), err, msg)
 	}

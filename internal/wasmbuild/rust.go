@@ -29,7 +29,7 @@ const (
 
 // ErrNoRust is returned when the Rust toolchain for wasm32-wasi is missing.
 var ErrNoRust = errors.New("the Rust toolchain for wasm32-wasi is not installed (Debian: rustc cargo " +
-	"libstd-rust-dev-wasm32, called as /usr/bin/cargo and /usr/bin/rustc): run `go tool task deps`")
+	"libstd-rust-dev-wasm32, called as /usr/bin/cargo and /usr/bin/rustc): run `go tool -modfile=tools/go.mod task deps`")
 
 // RustTarget is the target Rust modules are built for.
 const RustTarget = "wasm32-wasi"

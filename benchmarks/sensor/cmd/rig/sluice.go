@@ -17,7 +17,7 @@ import (
 	"github.com/sluicehq/sluice/internal/wasmbuild"
 )
 
-// buildSluice builds the sluice binary as `go tool task build` does
+// buildSluice builds the sluice binary as `go tool -modfile=tools/go.mod task build` does
 // (static, CGO_ENABLED=0).
 func buildSluice(ctx context.Context, dir string) (string, error) {
 	bin := filepath.Join(dir, "sluice")

@@ -6,7 +6,7 @@
 // runs' lag percentiles from sluice's /metrics and their ratio. -svg
 // writes the chart.
 //
-// Run it from the repository root with `go tool task quotes`, or
+// Run it from the repository root with `go tool -modfile=tools/go.mod task quotes`, or
 //
 //	go run ./examples/quotes/cmd/quotes -svg examples/quotes/lag.svg
 package main
