@@ -7,36 +7,6 @@ import (
 	"time"
 )
 
-// byteBudget bounds the bytes held by all requests together.
-type byteBudget struct {
-	limit int64
-	mu    sync.Mutex
-	held  int64
-}
-
-// acquire takes n bytes of the budget, or reports that they are not there.
-func (b *byteBudget) acquire(n int64) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.held+n > b.limit {
-		return false
-	}
-	b.held += n
-	return true
-}
-
-func (b *byteBudget) heldBytes() int64 {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.held
-}
-
-func (b *byteBudget) release(n int64) {
-	b.mu.Lock()
-	b.held -= n
-	b.mu.Unlock()
-}
-
 // failureLimiter counts authentication failures per client IP as a token
 // bucket: burst failures at once, then one per interval.
 type failureLimiter struct {
