@@ -131,7 +131,7 @@ func (a adminGlue) Activate(ctx context.Context, tenant, pipeline string, v tena
 	}
 	mv, err := p.loadVersion(ctx, r, wasm)
 	if err != nil {
-		return fmt.Errorf("%w: %w", tenancy.ErrRefused, err)
+		return fmt.Errorf("%w: %w", tenancy.ErrModuleRejected, err)
 	}
 	old := r.activate(mv)
 	r.loadErr.Store(nil)

@@ -107,7 +107,7 @@ func (s *server) swapIn(w http.ResponseWriter, r *http.Request, ev *auditEvent, 
 	// half-swapped: once begun, the swap runs to its end.
 	if err := s.opts.Activator.Activate(context.WithoutCancel(r.Context()), ev.tenant, ev.pipeline, v, wasm); err != nil {
 		status := http.StatusServiceUnavailable
-		if errors.Is(err, ErrRefused) {
+		if errors.Is(err, ErrModuleRejected) {
 			status = http.StatusUnprocessableEntity
 		}
 		s.fail(w, r, ev, status, "the engine did not take the module: "+err.Error())

@@ -28,11 +28,12 @@ type Activator interface {
 	// Activate makes v (whose binary is wasm) the pipeline's running
 	// module. It is called after Validator.CheckActivation and before the
 	// manifest records the change; if it fails, the manifest is left as it
-	// was. An error wrapping ErrRefused is the module's fault (the API
-	// answers 422); any other the engine's (503).
+	// was. An error wrapping ErrModuleRejected is the module's fault (the
+	// API answers 422); any other the engine's (503).
 	Activate(ctx context.Context, tenant, pipeline string, v Version, wasm []byte) error
 }
 
-// ErrRefused marks an Activator error caused by the module rather than
-// the engine.
-var ErrRefused = errors.New("module refused")
+// ErrModuleRejected marks an Activator error caused by the module rather
+// than the engine (the engine could not load it for the pipeline): the API
+// answers 422 with the error's text.
+var ErrModuleRejected = errors.New("module rejected")

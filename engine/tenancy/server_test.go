@@ -534,7 +534,7 @@ func TestAPIEngineRefusal(t *testing.T) {
 	}
 	expectAudit(t, api.lastAudit(), map[string]any{"outcome": "failed", "status": 503, "level": "ERROR"})
 
-	api.engine.fail = fmt.Errorf("instantiate with the tenant's memory limit: %w", ErrRefused)
+	api.engine.fail = fmt.Errorf("instantiate with the tenant's memory limit: %w", ErrModuleRejected)
 	r = api.do("POST", logsModules+"/"+shaOf(w)+"/activate", acmeToken, nil)
 	expectStatus(t, "engine refuses the module", r, http.StatusUnprocessableEntity)
 	if _, ok := api.store.Active("acme", "logs"); ok {
