@@ -9,8 +9,15 @@ import (
 )
 
 // authenticate identifies the caller, or answers 401, or 429 if the
-// client's IP has sent too many wrong tokens lately.
+// client's IP has sent too many wrong tokens lately, or 400 if the request
+// has more than one Authorization header.
 func (s *server) authenticate(w http.ResponseWriter, r *http.Request, ev *auditEvent) bool {
+	// Which of two tokens would count is the server's guess, and a proxy
+	// or client library may pick the other one: refuse to guess.
+	if n := len(r.Header.Values("Authorization")); n > 1 {
+		s.fail(w, r, ev, http.StatusBadRequest, fmt.Sprintf("%d Authorization headers; send one", n))
+		return false
+	}
 	ip := clientIP(r)
 	if wait := s.authFail.blocked(ip, time.Now()); wait > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))

@@ -26,11 +26,12 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request, ev *auditEvent, st
 }
 
 // record writes the audit record of a request: every outcome of a change,
-// and every refusal (401, 403, 413, 422) of anything.
+// and every refusal (401, 403, 413, 422, 429, and any answer to a request
+// not authenticated) of anything.
 func (s *server) record(r *http.Request, ev *auditEvent, status int, reason string) {
 	refusal := status == http.StatusUnauthorized || status == http.StatusForbidden ||
 		status == http.StatusRequestEntityTooLarge || status == http.StatusUnprocessableEntity ||
-		status == http.StatusTooManyRequests
+		status == http.StatusTooManyRequests || (ev.principal == nil && status >= 400)
 	if !ev.change && !refusal {
 		return
 	}

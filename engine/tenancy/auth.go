@@ -136,9 +136,13 @@ func (a *Auth) Identify(token string) (Principal, bool) {
 }
 
 // BearerToken is the token of an "Authorization: Bearer <token>" header,
-// empty if there is none.
+// empty if there is none or more than one Authorization header.
 func BearerToken(r *http.Request) string {
-	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	h := r.Header.Values("Authorization")
+	if len(h) != 1 {
+		return ""
+	}
+	scheme, token, ok := strings.Cut(h[0], " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
 		return ""
 	}

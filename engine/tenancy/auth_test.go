@@ -86,6 +86,12 @@ func TestBearerToken(t *testing.T) {
 			t.Errorf("BearerToken(%q) = %q, want %q", header, got, want)
 		}
 	}
+	r, _ := http.NewRequest("GET", "/", nil)
+	r.Header.Add("Authorization", "Bearer abc")
+	r.Header.Add("Authorization", "Bearer def")
+	if got := BearerToken(r); got != "" {
+		t.Errorf("BearerToken of two headers = %q, want none", got)
+	}
 }
 
 func TestValidName(t *testing.T) {

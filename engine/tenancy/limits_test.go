@@ -316,3 +316,34 @@ func TestAPIPruningKeepsModulesInUse(t *testing.T) {
 		t.Errorf("the code of a module in use was pruned: %v", err)
 	}
 }
+
+// A request with two Authorization headers is refused with 400 before
+// either token is looked at, whichever of them is right: the first one
+// used to win, so a right token followed by a wrong one got 200.
+func TestAPITwoAuthorizationHeadersAreRefused(t *testing.T) {
+	api := newTestAPI(t, nil)
+	for _, tokens := range [][]string{{acmeToken, "wrong"}, {"wrong", acmeToken}, {acmeToken, acmeToken}, {acmeToken, adminToken}} {
+		for _, route := range []struct{ method, path string }{{"GET", "/v1/whoami"}, {"POST", logsModules}, {"GET", "/v1/nowhere"}} {
+			req, err := http.NewRequest(route.method, api.url+route.path, strings.NewReader("\x00asm\x01\x00\x00\x00"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, tok := range tokens {
+				req.Header.Add("Authorization", "Bearer "+tok)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "2 Authorization headers") {
+				t.Errorf("%s %s with tokens %q: %d %s; want 400 naming the 2 headers", route.method, route.path, tokens, resp.StatusCode, body)
+			}
+			expectAudit(t, api.lastAudit(), map[string]any{"status": 400, "outcome": "refused", "actor": "anonymous"})
+		}
+	}
+	if st, _ := api.store.List("acme", "logs"); len(st.Versions) != 0 {
+		t.Errorf("stored %d versions from requests with two tokens", len(st.Versions))
+	}
+}
