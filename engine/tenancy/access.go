@@ -5,12 +5,13 @@ import (
 	"math"
 	"net/http"
 	"strconv"
-	"time"
 )
 
-// authenticate identifies the caller, or answers 401, or 429 if the
-// client's IP has sent too many wrong tokens lately, or 400 if the request
-// has more than one Authorization header.
+// authenticate identifies the caller, or answers 401, or 429 if its token
+// is wrong and its address or that token has sent too many wrong tokens
+// lately, or 400 if the request has more than one Authorization header.
+// A right token is always accepted: others' wrong tokens from the same
+// address (a proxy's) must not lock it out.
 func (s *server) authenticate(w http.ResponseWriter, r *http.Request, ev *auditEvent) bool {
 	// Which of two tokens would count is the server's guess, and a proxy
 	// or client library may pick the other one: refuse to guess.
@@ -18,21 +19,22 @@ func (s *server) authenticate(w http.ResponseWriter, r *http.Request, ev *auditE
 		s.fail(w, r, ev, http.StatusBadRequest, fmt.Sprintf("%d Authorization headers; send one", n))
 		return false
 	}
-	ip := clientIP(r)
-	if wait := s.authFail.blocked(ip, time.Now()); wait > 0 {
+	token := BearerToken(r)
+	if p, ok := s.opts.Auth.Identify(token); ok {
+		ev.principal = &p
+		return true
+	}
+	if token != "" {
+		ev.wrongToken = tokenID(HashToken(token))
+	}
+	if wait, over := s.authFail.failed(clientIP(r), ev.wrongToken, s.now()); wait > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
-		s.fail(w, r, ev, http.StatusTooManyRequests, "too many requests with a wrong token from this address; retry later")
+		s.fail(w, r, ev, http.StatusTooManyRequests, "missing or unknown bearer token, and too many wrong tokens "+over+" lately; retry later")
 		return false
 	}
-	p, ok := s.opts.Auth.Identify(BearerToken(r))
-	if !ok {
-		s.authFail.failed(ip, time.Now())
-		w.Header().Set("WWW-Authenticate", `Bearer realm="sluice"`)
-		s.fail(w, r, ev, http.StatusUnauthorized, "missing or unknown bearer token")
-		return false
-	}
-	ev.principal = &p
-	return true
+	w.Header().Set("WWW-Authenticate", `Bearer realm="sluice"`)
+	s.fail(w, r, ev, http.StatusUnauthorized, "missing or unknown bearer token")
+	return false
 }
 
 // authorize checks that the caller may act on the path's pipeline and

@@ -17,6 +17,8 @@ type auditEvent struct {
 	previous  string
 	path      string // of an unrouted request
 	remote    string
+	// wrongToken is the id of a token no principal has, as TokenID.
+	wrongToken string
 }
 
 // fail answers with an error and audits the refusal.
@@ -44,7 +46,7 @@ func (s *server) record(r *http.Request, ev *auditEvent, status int, reason stri
 	case status >= 400:
 		outcome, level = "refused", slog.LevelWarn
 	}
-	actor, token := "anonymous", ""
+	actor, token := "anonymous", ev.wrongToken
 	if ev.principal != nil {
 		actor, token = ev.principal.actor(), ev.principal.TokenID
 	}

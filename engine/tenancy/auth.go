@@ -24,6 +24,12 @@ func HashToken(token string) string {
 	return hashPrefix + hex.EncodeToString(sum[:])
 }
 
+// tokenID is how a token is named where the token itself must not be:
+// "sha256:" and the first 12 hex digits of its hash (in the HashToken form).
+func tokenID(hash string) string {
+	return hash[:len(hashPrefix)+12]
+}
+
 // Principal is who a token belongs to: the admin, or a tenant.
 type Principal struct {
 	// Tenant is the tenant's id; empty for the admin.
@@ -78,7 +84,7 @@ func NewAuth(adminHashes []string, tenantHashes map[string][]string) (*Auth, err
 			return fmt.Errorf("%s: the same token hash is also %s; give each token one owner", where, other)
 		}
 		seen[sum] = where
-		p.TokenID = h[:len(hashPrefix)+12]
+		p.TokenID = tokenID(h)
 		a.entries = append(a.entries, authEntry{hash: sum, principal: p})
 		return nil
 	}

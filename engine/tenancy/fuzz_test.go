@@ -31,12 +31,13 @@ func FuzzUploadHandler(f *testing.F) {
 
 	dir := f.TempDir()
 	store := openT(f, dir)
-	h, err := NewServer(ServerOptions{Store: store, Auth: mustAuth(f), Tenants: testTenants, Validator: fakeValidator{},
+	auth := mustAuth(f)
+	h, err := NewServer(ServerOptions{Store: store, Auth: auth, Tenants: testTenants, Validator: fakeValidator{},
 		Activator: &fakeActivator{}, Audit: slog.New(slog.DiscardHandler), MaxModuleBytes: 4 << 10, MaxSampleBytes: 1 << 10})
 	if err != nil {
 		f.Fatal(err)
 	}
-	allowed := map[int]bool{200: true, 201: true, 307: true, 400: true, 401: true, 403: true, 404: true, 405: true, 409: true, 413: true, 422: true}
+	allowed := map[int]bool{200: true, 201: true, 307: true, 400: true, 401: true, 403: true, 404: true, 405: true, 409: true, 413: true, 422: true, 429: true}
 	f.Fuzz(func(t *testing.T, tenant, pipeline string, tokenSel uint8, token, query string, body []byte, withLength bool) {
 		switch tokenSel {
 		case 0:
@@ -65,6 +66,9 @@ func FuzzUploadHandler(f *testing.F) {
 		h.ServeHTTP(rec, req)
 		if !allowed[rec.Code] {
 			t.Fatalf("status %d: %s", rec.Code, rec.Body)
+		}
+		if _, right := auth.Identify(token); right && rec.Code == http.StatusTooManyRequests {
+			t.Fatalf("a right token got 429: %s", rec.Body)
 		}
 		if rec.Code == 307 {
 			return

@@ -1,81 +1,128 @@
 package tenancy
 
 import (
+	"container/list"
 	"net"
 	"net/http"
 	"sync"
 	"time"
+
+	"golang.org/x/time/rate"
 )
 
-// failureLimiter counts authentication failures per client IP as a token
-// bucket: burst failures at once, then one per interval.
+// failureLimiter limits wrong tokens per client address and per token id,
+// each key a token bucket of burst failures at once, then one per
+// interval. It is asked only after a token was found wrong: a right
+// token is never limited, whoever else shares its address.
+//
+// Its memory is bounded: each of the two kinds of keys is tracked up to
+// maxKeys at once, least recently failed first out, and only once its
+// bucket is full again (when forgetting it loses nothing). A key that
+// finds no room shares one overflow bucket with every other such key, so
+// rotating addresses or tokens past maxKeys buys no more than one more
+// bucket's worth of failures over all of them.
 type failureLimiter struct {
-	burst    float64
+	mu       sync.Mutex
+	every    rate.Limit
+	burst    int
 	interval time.Duration
-
-	mu      sync.Mutex
-	clients map[string]*failureBucket
+	byAddr   *limiterSet
+	byToken  *limiterSet
 }
 
-type failureBucket struct {
-	tokens float64 // failures still allowed
-	at     time.Time
+// maxTrackedKeys bounds the addresses, and separately the token ids, whose
+// failures the limiter tracks: about 220 bytes of heap each
+// (BenchmarkAuthLimiterFull).
+const maxTrackedKeys = 10000
+
+func newFailureLimiter(burst int, interval time.Duration, maxKeys int) *failureLimiter {
+	l := &failureLimiter{every: rate.Every(interval), burst: burst, interval: interval}
+	l.byAddr = l.newSet(maxKeys)
+	l.byToken = l.newSet(maxKeys)
+	return l
 }
 
-// maxTrackedClients bounds the limiter's memory; past it, the buckets that
-// are full again (whose clients have not failed lately) are dropped.
-const maxTrackedClients = 10000
-
-func newFailureLimiter(burst int, interval time.Duration) *failureLimiter {
-	return &failureLimiter{burst: float64(burst), interval: interval, clients: map[string]*failureBucket{}}
-}
-
-// refill brings b's tokens to now. l.mu is held.
-func (l *failureLimiter) refill(b *failureBucket, now time.Time) {
-	b.tokens = min(l.burst, b.tokens+float64(now.Sub(b.at))/float64(l.interval))
-	b.at = now
-}
-
-// blocked returns how long ip must wait before its token is looked at, 0
-// if it need not.
-func (l *failureLimiter) blocked(ip string, now time.Time) time.Duration {
+// failed counts a wrong token sent from addr, whose id is tokenID (empty
+// when there was no token), and reports whether it is within both keys'
+// budgets. If it is not, nothing is counted, and wait is how long until
+// it would be, and over says which key or keys are out of budget ("from
+// this address", "with this token" or both).
+func (l *failureLimiter) failed(addr, tokenID string, now time.Time) (wait time.Duration, over string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	b := l.clients[ip]
+	a := l.byAddr.get(addr, now)
+	var t *rate.Limiter
+	if tokenID != "" {
+		t = l.byToken.get(tokenID, now)
+	}
+	aWait, tWait := l.waitFor(a, now), l.waitFor(t, now)
+	switch {
+	case aWait > 0 && tWait > 0:
+		return max(aWait, tWait), "from this address and with this token"
+	case aWait > 0:
+		return aWait, "from this address"
+	case tWait > 0:
+		return tWait, "with this token"
+	}
+	a.AllowN(now, 1)
+	if t != nil {
+		t.AllowN(now, 1)
+	}
+	return 0, ""
+}
+
+// waitFor is how long until b has a failure to spend; 0 if it has one
+// now, or if b is nil.
+func (l *failureLimiter) waitFor(b *rate.Limiter, now time.Time) time.Duration {
 	if b == nil {
 		return 0
 	}
-	l.refill(b, now)
-	if b.tokens >= 1 {
+	tokens := b.TokensAt(now)
+	if tokens >= 1 {
 		return 0
 	}
-	return time.Duration((1 - b.tokens) * float64(l.interval))
+	return max(time.Duration((1-tokens)*float64(l.interval)), time.Nanosecond)
 }
 
-// failed counts a wrong token from ip.
-func (l *failureLimiter) failed(ip string, now time.Time) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	b := l.clients[ip]
-	if b == nil {
-		if len(l.clients) >= maxTrackedClients {
-			for k, c := range l.clients {
-				if l.refill(c, now); c.tokens >= l.burst {
-					delete(l.clients, k)
-				}
-			}
-			for k := range l.clients { // still full: drop any one
-				if len(l.clients) < maxTrackedClients {
-					break
-				}
-				delete(l.clients, k)
-			}
+// limiterSet is one kind of key's buckets, most recently failed first.
+type limiterSet struct {
+	l        *failureLimiter
+	max      int
+	order    *list.List // of *limiterEntry
+	byKey    map[string]*list.Element
+	overflow *rate.Limiter // for the keys that found no room
+}
+
+type limiterEntry struct {
+	key string
+	lim *rate.Limiter
+}
+
+func (l *failureLimiter) newSet(maxKeys int) *limiterSet {
+	return &limiterSet{l: l, max: maxKeys, order: list.New(), byKey: map[string]*list.Element{},
+		overflow: rate.NewLimiter(l.every, l.burst)}
+}
+
+// get returns key's bucket, tracking it if there is room, or the overflow
+// bucket if there is none. l.mu is held.
+func (s *limiterSet) get(key string, now time.Time) *rate.Limiter {
+	if e, ok := s.byKey[key]; ok {
+		s.order.MoveToFront(e)
+		return e.Value.(*limiterEntry).lim
+	}
+	if s.order.Len() >= s.max {
+		// The least recently failed key is the likeliest to be full again;
+		// if it is not, none may be forgotten without losing its count.
+		back := s.order.Back()
+		if back == nil || back.Value.(*limiterEntry).lim.TokensAt(now) < float64(s.l.burst) {
+			return s.overflow
 		}
-		b = &failureBucket{tokens: l.burst, at: now}
-		l.clients[ip] = b
+		delete(s.byKey, back.Value.(*limiterEntry).key)
+		s.order.Remove(back)
 	}
-	l.refill(b, now)
-	b.tokens = max(0, b.tokens-1)
+	lim := rate.NewLimiter(s.l.every, s.l.burst)
+	s.byKey[key] = s.order.PushFront(&limiterEntry{key: key, lim: lim})
+	return lim
 }
 
 // clientIP is the request's peer address without its port. Forwarding

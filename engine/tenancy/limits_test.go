@@ -54,13 +54,17 @@ func TestAPIDotSegmentsAreAuthenticatedFirst(t *testing.T) {
 	}
 }
 
-// Wrong tokens from one address are limited: past the burst, requests
-// from it get 429 before their token is looked at.
+// Wrong tokens from one address are limited: past the burst, they get 429
+// instead of 401. A right token from that address is still accepted:
+// behind a shared proxy, one client's wrong tokens must not lock out the
+// others (they used to: 429 before the token was looked at).
 func TestAPIWrongTokensAreRateLimited(t *testing.T) {
 	api := newTestAPI(t, func(o *ServerOptions) { o.AuthFailureBurst, o.AuthFailureInterval = 5, time.Hour })
 	var statuses []int
-	for range 20 {
-		statuses = append(statuses, api.doNoRedirect("GET", "/v1/whoami", "wrong-token").StatusCode)
+	var last *http.Response
+	for i := range 20 {
+		last = api.doNoRedirect("GET", "/v1/whoami", fmt.Sprintf("wrong-token-%d", i))
+		statuses = append(statuses, last.StatusCode)
 	}
 	for i, st := range statuses {
 		want := http.StatusUnauthorized
@@ -71,14 +75,39 @@ func TestAPIWrongTokensAreRateLimited(t *testing.T) {
 			t.Fatalf("wrong token %d: status %d, want %d (all: %v)", i+1, st, want, statuses)
 		}
 	}
-	resp := api.doNoRedirect("GET", "/v1/whoami", adminToken)
-	if resp.StatusCode != http.StatusTooManyRequests {
-		t.Errorf("a right token from a blocked address: %d, want 429", resp.StatusCode)
+	if ra, err := strconv.Atoi(last.Header.Get("Retry-After")); err != nil || ra < 1 {
+		t.Errorf("Retry-After %q", last.Header.Get("Retry-After"))
 	}
-	if ra, err := strconv.Atoi(resp.Header.Get("Retry-After")); err != nil || ra < 1 {
-		t.Errorf("Retry-After %q", resp.Header.Get("Retry-After"))
+	expectAudit(t, api.lastAudit(), map[string]any{"status": 429, "outcome": "refused", "token": tokenID(HashToken("wrong-token-19"))})
+	for _, tok := range []string{adminToken, acmeToken, globexToken} {
+		if resp := api.doNoRedirect("GET", "/v1/whoami", tok); resp.StatusCode != http.StatusOK {
+			t.Errorf("a right token from an address over its budget: %d, want 200", resp.StatusCode)
+		}
 	}
-	expectAudit(t, api.lastAudit(), map[string]any{"status": 429, "outcome": "refused"})
+}
+
+// One wrong token is limited whatever address it comes from.
+func TestAPIWrongTokenIsLimitedAcrossAddresses(t *testing.T) {
+	api := newTestAPI(t, func(o *ServerOptions) { o.AuthFailureBurst, o.AuthFailureInterval = 3, time.Hour })
+	var statuses []int
+	for i := range 10 {
+		statuses = append(statuses, api.serve(fmt.Sprintf("192.0.2.%d:4000", i+1), "stale-token").Code)
+	}
+	for i, st := range statuses {
+		want := http.StatusUnauthorized
+		if i >= 3 {
+			want = http.StatusTooManyRequests
+		}
+		if st != want {
+			t.Fatalf("attempt %d: status %d, want %d (all: %v)", i+1, st, want, statuses)
+		}
+	}
+	if rec := api.serve("192.0.2.1:4000", "another-token"); rec.Code != http.StatusUnauthorized {
+		t.Errorf("another wrong token from a fresh address: %d, want 401", rec.Code)
+	}
+	if rec := api.serve("192.0.2.1:4000", acmeToken); rec.Code != http.StatusOK {
+		t.Errorf("a right token: %d, want 200", rec.Code)
+	}
 }
 
 // blockingValidator's CheckUpload waits for release, or for its context

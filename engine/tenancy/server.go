@@ -54,9 +54,11 @@ type ServerOptions struct {
 	// 429). Default 1.
 	MaxConcurrentChecks int
 	// AuthFailureBurst and AuthFailureInterval limit wrong tokens per
-	// client IP: after AuthFailureBurst failures, one more is allowed per
-	// AuthFailureInterval, and a request from that IP is answered 429 (with
-	// Retry-After) before its token is looked at. Defaults 10 and 1s.
+	// client IP and, separately, per token: after AuthFailureBurst
+	// failures, one more is allowed per AuthFailureInterval, and a wrong
+	// token over either budget is answered 429 (with Retry-After) instead
+	// of 401. A right token is always accepted, whatever its address's
+	// failures. Defaults 10 and 1s.
 	AuthFailureBurst    int
 	AuthFailureInterval time.Duration
 	// CacheDir is the engine's compilation cache (wasmhost.Config.CacheDir).
@@ -131,6 +133,7 @@ type server struct {
 	checkMu  sync.Mutex
 	checking map[string]bool // tenants with a check running
 	authFail *failureLimiter
+	now      func() time.Time // the limiter's clock
 }
 
 // NewServer returns the admin API handler: JSON over HTTP, each request
@@ -150,7 +153,7 @@ func NewServer(opts ServerOptions) (http.Handler, error) {
 	s := &server{opts: opts, mux: http.NewServeMux(), pipelines: map[string]map[string]bool{},
 		locks: map[pipelineKey]*sync.Mutex{}, bodies: &byteBudget{limit: opts.MaxBodyMemory},
 		checks: make(chan struct{}, opts.MaxConcurrentChecks), checking: map[string]bool{},
-		authFail: newFailureLimiter(opts.AuthFailureBurst, opts.AuthFailureInterval)}
+		authFail: newFailureLimiter(opts.AuthFailureBurst, opts.AuthFailureInterval, maxTrackedKeys), now: time.Now}
 	for t, ps := range opts.Tenants {
 		s.pipelines[t] = map[string]bool{}
 		for _, p := range ps {
