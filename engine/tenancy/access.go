@@ -27,7 +27,7 @@ func (s *server) authenticate(w http.ResponseWriter, r *http.Request, ev *auditE
 	if token != "" {
 		ev.wrongToken = tokenID(HashToken(token))
 	}
-	if wait, over := s.authFail.failed(clientIP(r), ev.wrongToken, s.now()); wait > 0 {
+	if wait, over := s.authFail.failed(clientAddr(r), ev.wrongToken, s.now()); wait > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
 		s.fail(w, r, ev, http.StatusTooManyRequests, "missing or unknown bearer token, and too many wrong tokens "+over+" lately; retry later")
 		return false

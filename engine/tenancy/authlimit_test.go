@@ -41,12 +41,24 @@ type authOp struct {
 // none, and wrong ones.
 var authTokens = []string{adminToken, acmeToken, globexToken, "", "wrong-1", "wrong-2", "wrong-3", "wrong-4", "wrong-5", "wrong-6", "wrong-7", "wrong-8"}
 
-// authAddrs are the client addresses a generated sequence uses.
-var authAddrs = func() []string {
-	var out []string
-	for i := range 24 {
-		out = append(out, fmt.Sprintf("198.51.100.%d:%d", i+1, 40000+i))
+// authAddrs are the client addresses a generated sequence uses, each with
+// the address its wrong tokens count against: an IPv4 address (mapped into
+// IPv6 or not), or an IPv6 address's /64, from which one host can pick
+// addresses at will.
+var authAddrs = func() []struct{ remote, counted string } {
+	var out []struct{ remote, counted string }
+	add := func(remote, counted string) { out = append(out, struct{ remote, counted string }{remote, counted}) }
+	for i := range 16 {
+		add(fmt.Sprintf("198.51.100.%d:%d", i+1, 40000+i), fmt.Sprintf("198.51.100.%d", i+1))
 	}
+	add("[::ffff:198.51.100.1]:40100", "198.51.100.1")
+	add("[::ffff:c633:6402]:40101", "198.51.100.2")
+	add("[2001:db8:1:2::1]:443", "2001:db8:1:2::/64")
+	add("[2001:db8:1:2:ffff:ffff:ffff:ffff]:443", "2001:db8:1:2::/64")
+	add("[2001:db8:1:2:8a2e:370:7334:1]:1", "2001:db8:1:2::/64")
+	add("[2001:db8:1:3::1]:443", "2001:db8:1:3::/64")
+	add("[2001:db8:1:3::1%eth0]:443", "2001:db8:1:3::/64")
+	add("[2001:db8:ffff::1]:443", "2001:db8:ffff::/64")
 	return out
 }()
 
@@ -97,7 +109,7 @@ func checkAuthSequence(t *testing.T, c authLimitCase) {
 	for i, op := range c.ops {
 		now = now.Add(op.advance)
 		token := authTokens[op.token]
-		rec := api.serve(authAddrs[op.addr], token)
+		rec := api.serve(authAddrs[op.addr].remote, token)
 		where := fmt.Sprintf("request %d (address %d, token %q, at %v)", i, op.addr, token, now.Sub(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))
 		if op.token < 3 {
 			if rec.Code != http.StatusOK {
@@ -105,7 +117,7 @@ func checkAuthSequence(t *testing.T, c authLimitCase) {
 			}
 			continue
 		}
-		keys := []string{key('a', authAddrs[op.addr])}
+		keys := []string{key('a', authAddrs[op.addr].counted)}
 		if token != "" {
 			keys = append(keys, key('t', token))
 		}

@@ -2,8 +2,8 @@ package tenancy
 
 import (
 	"container/list"
-	"net"
 	"net/http"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -125,12 +125,22 @@ func (s *limiterSet) get(key string, now time.Time) *rate.Limiter {
 	return lim
 }
 
-// clientIP is the request's peer address without its port. Forwarding
-// headers are not trusted: they are the client's to set.
-func clientIP(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
+// clientAddr is the address a request's wrong tokens count against: its
+// peer's IP, or for IPv6 the peer's /64, from which one host can usually
+// pick addresses at will. Forwarding headers are not trusted: they are the
+// client's to set.
+func clientAddr(r *http.Request) string {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
 	if err != nil {
 		return r.RemoteAddr
 	}
-	return host
+	a := ap.Addr().Unmap()
+	if a.Is4() {
+		return a.String()
+	}
+	p, err := a.WithZone("").Prefix(64)
+	if err != nil {
+		return a.String()
+	}
+	return p.String()
 }

@@ -110,6 +110,28 @@ func TestAPIWrongTokenIsLimitedAcrossAddresses(t *testing.T) {
 	}
 }
 
+// Wrong tokens from one IPv6 /64 count as from one address: a host
+// usually has the whole /64 to pick addresses from.
+func TestAPIWrongTokensPerIPv6Prefix(t *testing.T) {
+	api := newTestAPI(t, func(o *ServerOptions) { o.AuthFailureBurst, o.AuthFailureInterval = 3, time.Hour })
+	var statuses []int
+	for i := range 10 {
+		statuses = append(statuses, api.serve(fmt.Sprintf("[2001:db8:5:6:%x::%x]:443", i*977, i+1), fmt.Sprintf("wrong-%d", i)).Code)
+	}
+	for i, st := range statuses {
+		want := http.StatusUnauthorized
+		if i >= 3 {
+			want = http.StatusTooManyRequests
+		}
+		if st != want {
+			t.Fatalf("attempt %d: status %d, want %d (all: %v)", i+1, st, want, statuses)
+		}
+	}
+	if rec := api.serve("[2001:db8:5:7::1]:443", "wrong-x"); rec.Code != http.StatusUnauthorized {
+		t.Errorf("a wrong token from the next /64: %d, want 401", rec.Code)
+	}
+}
+
 // blockingValidator's CheckUpload waits for release, or for its context
 // to end; with finishAfterCancel, it then passes the module anyway, as a
 // compile that cannot be cancelled ends well after its client left.
