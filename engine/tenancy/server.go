@@ -160,6 +160,7 @@ func NewServer(opts ServerOptions) (http.Handler, error) {
 			s.pipelines[t][p] = true
 		}
 	}
+	s.warnUnconfigured()
 	s.pruneCache()
 	const pipe = "/v1/tenants/{tenant}/pipelines/{pipeline}"
 	s.handle("GET /v1/whoami", "whoami", false, s.whoami)
@@ -234,6 +235,29 @@ func (s *server) handle(pattern, action string, change bool, fn routeFunc) {
 			fn(w, r, ev)
 		}
 	})
+}
+
+// warnUnconfigured warns about each tenant and pipeline the store lists
+// with versions but the config does not have (removed from it, or
+// renamed). They are kept as they are, blobs and compiled code included:
+// configured again, they are back as they were.
+func (s *server) warnUnconfigured() {
+	unknownTenants := map[string][]string{}
+	versions := map[string]int{}
+	for _, k := range s.opts.Store.storedPipelines() {
+		switch {
+		case s.pipelines[k.tenant] == nil:
+			unknownTenants[k.tenant] = append(unknownTenants[k.tenant], k.pipeline)
+			versions[k.tenant] += k.versions
+		case !s.pipelines[k.tenant][k.pipeline]:
+			s.opts.Audit.Warn("the module store lists a pipeline that is not configured; its versions are kept, not run and out of the API's reach until it is configured again",
+				"tenant", k.tenant, "pipelines", []string{k.pipeline}, "versions", k.versions)
+		}
+	}
+	for _, t := range sortedKeys(unknownTenants) {
+		s.opts.Audit.Warn("the module store lists a tenant that is not configured; its versions are kept, not run and out of the API's reach until it is configured again",
+			"tenant", t, "pipelines", unknownTenants[t], "versions", versions[t])
+	}
 }
 
 // pruneCache removes the compiled code of the modules the store does not

@@ -667,3 +667,34 @@ func TestAPIConcurrentChangesAgree(t *testing.T) {
 		t.Fatalf("%d versions, want %d", len(st.Versions), clients*each)
 	}
 }
+
+// A store that lists pipelines the config no longer has keeps them as
+// they are, and the server warns about each at start, naming it.
+func TestServerWarnsAboutUnconfiguredPipelines(t *testing.T) {
+	store := openT(t, t.TempDir())
+	for _, p := range []struct{ tenant, pipeline string }{{"acme", "logs"}, {"acme", "gone"}, {"initech", "tps"}, {"initech", "reports"}} {
+		if _, _, err := store.Put(p.tenant, p.pipeline, fakeWasm(p.tenant+p.pipeline), "x", ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	api := newTestAPI(t, func(o *ServerOptions) { o.Store = store })
+	var warned []string
+	for _, rec := range api.auditRecords() {
+		if rec["level"] == "WARN" {
+			warned = append(warned, fmt.Sprintf("%v %v: %v", rec["tenant"], rec["pipelines"], rec["msg"]))
+		}
+	}
+	want := []string{
+		"acme [gone]: the module store lists a pipeline that is not configured; its versions are kept, not run and out of the API's reach until it is configured again",
+		"initech [reports tps]: the module store lists a tenant that is not configured; its versions are kept, not run and out of the API's reach until it is configured again",
+	}
+	if !slices.Equal(warned, want) {
+		t.Errorf("warnings:\n%s\nwant:\n%s", strings.Join(warned, "\n"), strings.Join(want, "\n"))
+	}
+	if st, _ := store.List("initech", "tps"); len(st.Versions) != 1 {
+		t.Errorf("initech/tps: %d versions kept, want 1", len(st.Versions))
+	}
+	if r := api.do("GET", "/v1/tenants/initech/pipelines/tps/modules", adminToken, nil); r.status != http.StatusNotFound {
+		t.Errorf("an unconfigured tenant's pipeline through the API: %d, want 404", r.status)
+	}
+}

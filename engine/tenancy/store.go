@@ -375,6 +375,26 @@ func (s *Store) Delete(tenant, pipeline, sha string) error {
 	return nil
 }
 
+// storedPipeline is a pipeline the store lists, with its version count.
+type storedPipeline struct {
+	tenant, pipeline string
+	versions         int
+}
+
+// storedPipelines lists the pipelines that have versions, sorted by tenant,
+// then pipeline.
+func (s *Store) storedPipelines() []storedPipeline {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []storedPipeline
+	for _, k := range s.m.keys() {
+		if n := len(s.m[k].Versions); n > 0 {
+			out = append(out, storedPipeline{k.tenant, k.pipeline, n})
+		}
+	}
+	return out
+}
+
 // Stored reports whether any pipeline lists the version sha.
 func (s *Store) Stored(sha string) bool {
 	s.mu.Lock()
