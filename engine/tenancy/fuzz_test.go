@@ -117,6 +117,8 @@ func FuzzManifestLoad(f *testing.F) {
 		`{"tenant":"globex","pipeline":"events","active":"","versions":[%s],"history":[],"rollback_stack":[]}]}`,
 		shaB, version(shaA, len(a)), version(shaB, len(b)), shaA, shaB, shaA, shaA, version(shaA, len(a)))
 	f.Add([]byte(valid))
+	f.Add([]byte("\xef\xbb\xbf" + valid))
+	f.Add([]byte("\xff\xfe{"))
 	f.Add([]byte(`{"format":1,"pipelines":[]}`))
 	f.Add([]byte(`{"format":1,"pipelines":null}`))
 	f.Add([]byte(`{"format":1}`))

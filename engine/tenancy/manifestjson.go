@@ -21,8 +21,14 @@ type pipelineRecord struct {
 	State
 }
 
-// decodeManifest parses and checks a manifest, without its blobs.
+// decodeManifest parses and checks a manifest, without its blobs. A
+// UTF-8 byte order mark, which some editors put at the start of a file,
+// is skipped; the next write leaves it out.
 func decodeManifest(raw []byte) (manifest, error) {
+	raw = bytes.TrimPrefix(raw, []byte("\xef\xbb\xbf"))
+	if bytes.HasPrefix(raw, []byte("\xff\xfe")) || bytes.HasPrefix(raw, []byte("\xfe\xff")) {
+		return nil, fmt.Errorf("%w: the manifest is UTF-16 (it starts with a UTF-16 byte order mark); save it as UTF-8", ErrCorrupt)
+	}
 	var head struct {
 		Format *int `json:"format"`
 	}

@@ -502,3 +502,40 @@ func TestStoreRefusesEmptiedManifest(t *testing.T) {
 		})
 	}
 }
+
+// A manifest saved by an editor that starts files with a UTF-8 byte order
+// mark opens as it would without one (it used to fail with "invalid
+// character 'ï'"), and the next change writes it without. A UTF-16 one is
+// refused, saying so.
+func TestStoreManifestWithByteOrderMark(t *testing.T) {
+	dir := t.TempDir()
+	s := openT(t, dir)
+	a := putT(t, s, "acme", "logs", "a")
+	activateT(t, s, "acme", "logs", a)
+	path := filepath.Join(dir, manifestName)
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, append([]byte("\xef\xbb\xbf"), raw...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s = openT(t, dir)
+	if v, ok := s.Active("acme", "logs"); !ok || v.SHA256 != a.SHA256 {
+		t.Fatalf("active %v %v after a BOM, want %s", v.SHA256, ok, a.SHA256)
+	}
+	putT(t, s, "acme", "logs", "b")
+	if got, _ := os.ReadFile(path); strings.HasPrefix(string(got), "\xef\xbb\xbf") {
+		t.Error("the manifest was written back with its BOM")
+	}
+
+	for _, bom := range []string{"\xff\xfe", "\xfe\xff"} {
+		if err := os.WriteFile(path, append([]byte(bom), raw...), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := OpenStore(dir)
+		if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "UTF-16") {
+			t.Errorf("a manifest starting with % x: %v; want ErrCorrupt saying it is UTF-16", bom, err)
+		}
+	}
+}
