@@ -99,15 +99,7 @@ const maxVarint = binary.MaxVarintLen64
 
 // flatScalar reports whether FlatRow writes kind k as a plain value.
 func flatScalar(k chtype.Kind) bool {
-	switch k {
-	case chtype.UInt8, chtype.UInt16, chtype.UInt32, chtype.UInt64,
-		chtype.Int8, chtype.Int16, chtype.Int32, chtype.Int64,
-		chtype.Float32, chtype.Float64, chtype.Bool, chtype.String,
-		chtype.Date, chtype.Date32, chtype.DateTime, chtype.DateTime64,
-		chtype.UUID, chtype.IPv4, chtype.IPv6:
-		return true
-	}
-	return false
+	return k == chtype.String || flatWidth(k) > 0 // flatWidth: writers_gen.go
 }
 
 // flatLayout returns the slots of a table's columns, ending in slotEnd and
@@ -133,24 +125,6 @@ func flatLayout(cols []Column) (slots []uint8, col []int, fixed int) {
 		}
 	}
 	return append(slots, slotEnd, slotClosed), append(col, len(cols), len(cols)), fixed
-}
-
-// flatWidth is the bytes of a value of scalar kind k in RowBinary; 0 for
-// String, whose writes make room for themselves.
-func flatWidth(k chtype.Kind) int {
-	switch k {
-	case chtype.UInt8, chtype.Int8, chtype.Bool:
-		return 1
-	case chtype.UInt16, chtype.Int16, chtype.Date:
-		return 2
-	case chtype.UInt32, chtype.Int32, chtype.Float32, chtype.Date32, chtype.DateTime, chtype.IPv4:
-		return 4
-	case chtype.UInt64, chtype.Int64, chtype.Float64, chtype.DateTime64:
-		return 8
-	case chtype.UUID, chtype.IPv6:
-		return 16
-	}
-	return 0
 }
 
 // Flat starts a row of table t and returns its FlatRow writer. Write one
@@ -373,11 +347,17 @@ func wroteName(k uint8) string {
 // Err returns the record's error so far.
 func (w *FlatRow) Err() error { return w.o.err }
 
-// Each method below checks its slot with one compare and, on a mismatch,
-// notes it and panics: a call on that path would keep the method from
-// inlining, and the panic's path is laid out of the way of the write's
-// (FlatRow). A fixed-width value goes into the room Flat reserved, with
-// no check of its own; a string or an array makes room for itself first.
+// Each method below, and each in writers_gen.go, checks its slot with one
+// compare and, on a mismatch, notes it and panics: a call on that path
+// would keep the method from inlining, and the panic's path is laid out of
+// the way of the write's (FlatRow). A fixed-width value goes into the room
+// Flat reserved, with no check of its own; a string or an array makes room
+// for itself first.
+
+// The typed writes of Row and FlatRow for the fixed-width types and the
+// arrays of Int64 and UInt64 come from one table, so that both writers
+// encode each type alike.
+//go:generate go run ./internal/genwriters
 
 // Null writes NULL to a Nullable column.
 func (w *FlatRow) Null() *FlatRow {
@@ -427,279 +407,6 @@ func (w *FlatRow) Bytes(b []byte) *FlatRow {
 	return w
 }
 
-// UInt8 writes a UInt8.
-func (w *FlatRow) UInt8(v uint8) *FlatRow {
-	if w.slot() == uint8(chtype.UInt8) {
-		put8(w.at(), v)
-		w.off += 1
-		w.n++
-	} else {
-		if w.failK == 0 {
-			w.failK, w.failN, w.failSP = uint8(chtype.UInt8), w.n, w.sp
-		}
-		panic(misplaced{w.t, w.n, uint8(chtype.UInt8), w.sp})
-	}
-	return w
-}
-
-// UInt16 writes a UInt16.
-func (w *FlatRow) UInt16(v uint16) *FlatRow {
-	if w.slot() == uint8(chtype.UInt16) {
-		put16(w.at(), v)
-		w.off += 2
-		w.n++
-	} else {
-		if w.failK == 0 {
-			w.failK, w.failN, w.failSP = uint8(chtype.UInt16), w.n, w.sp
-		}
-		panic(misplaced{w.t, w.n, uint8(chtype.UInt16), w.sp})
-	}
-	return w
-}
-
-// UInt32 writes a UInt32.
-func (w *FlatRow) UInt32(v uint32) *FlatRow {
-	if w.slot() == uint8(chtype.UInt32) {
-		put32(w.at(), v)
-		w.off += 4
-		w.n++
-	} else {
-		if w.failK == 0 {
-			w.failK, w.failN, w.failSP = uint8(chtype.UInt32), w.n, w.sp
-		}
-		panic(misplaced{w.t, w.n, uint8(chtype.UInt32), w.sp})
-	}
-	return w
-}
-
-// UInt64 writes a UInt64.
-func (w *FlatRow) UInt64(v uint64) *FlatRow {
-	if w.slot() == uint8(chtype.UInt64) {
-		put64(w.at(), v)
-		w.off += 8
-		w.n++
-	} else {
-		if w.failK == 0 {
-			w.failK, w.failN, w.failSP = uint8(chtype.UInt64), w.n, w.sp
-		}
-		panic(misplaced{w.t, w.n, uint8(chtype.UInt64), w.sp})
-	}
-	return w
-}
-
-// Int8 writes an Int8.
-func (w *FlatRow) Int8(v int8) *FlatRow {
-	if w.slot() == uint8(chtype.Int8) {
-		put8(w.at(), uint8(v))
-		w.off += 1
-		w.n++
-	} else {
-		if w.failK == 0 {
-			w.failK, w.failN, w.failSP = uint8(chtype.Int8), w.n, w.sp
-		}
-		panic(misplaced{w.t, w.n, uint8(chtype.Int8), w.sp})
-	}
-	return w
-}
-
-// Int16 writes an Int16.
-func (w *FlatRow) Int16(v int16) *FlatRow {
-	if w.slot() == uint8(chtype.Int16) {
-		put16(w.at(), uint16(v))
-		w.off += 2
-		w.n++
-	} else {
-		if w.failK == 0 {
-			w.failK, w.failN, w.failSP = uint8(chtype.Int16), w.n, w.sp
-		}
-		panic(misplaced{w.t, w.n, uint8(chtype.Int16), w.sp})
-	}
-	return w
-}
-
-// Int32 writes an Int32.
-func (w *FlatRow) Int32(v int32) *FlatRow {
-	if w.slot() == uint8(chtype.Int32) {
-		put32(w.at(), uint32(v))
-		w.off += 4
-		w.n++
-	} else {
-		if w.failK == 0 {
-			w.failK, w.failN, w.failSP = uint8(chtype.Int32), w.n, w.sp
-		}
-		panic(misplaced{w.t, w.n, uint8(chtype.Int32), w.sp})
-	}
-	return w
-}
-
-// Int64 writes an Int64.
-func (w *FlatRow) Int64(v int64) *FlatRow {
-	if w.slot() == uint8(chtype.Int64) {
-		put64(w.at(), uint64(v))
-		w.off += 8
-		w.n++
-	} else {
-		if w.failK == 0 {
-			w.failK, w.failN, w.failSP = uint8(chtype.Int64), w.n, w.sp
-		}
-		panic(misplaced{w.t, w.n, uint8(chtype.Int64), w.sp})
-	}
-	return w
-}
-
-// Float32 writes a Float32.
-func (w *FlatRow) Float32(v float32) *FlatRow {
-	if w.slot() == uint8(chtype.Float32) {
-		put32(w.at(), math.Float32bits(v))
-		w.off += 4
-		w.n++
-	} else {
-		if w.failK == 0 {
-			w.failK, w.failN, w.failSP = uint8(chtype.Float32), w.n, w.sp
-		}
-		panic(misplaced{w.t, w.n, uint8(chtype.Float32), w.sp})
-	}
-	return w
-}
-
-// Float64 writes a Float64.
-func (w *FlatRow) Float64(v float64) *FlatRow {
-	if w.slot() == uint8(chtype.Float64) {
-		put64(w.at(), math.Float64bits(v))
-		w.off += 8
-		w.n++
-	} else {
-		if w.failK == 0 {
-			w.failK, w.failN, w.failSP = uint8(chtype.Float64), w.n, w.sp
-		}
-		panic(misplaced{w.t, w.n, uint8(chtype.Float64), w.sp})
-	}
-	return w
-}
-
-// Bool writes a Bool.
-func (w *FlatRow) Bool(v bool) *FlatRow {
-	if w.slot() == uint8(chtype.Bool) {
-		put8(w.at(), boolByte(v))
-		w.off += 1
-		w.n++
-	} else {
-		if w.failK == 0 {
-			w.failK, w.failN, w.failSP = uint8(chtype.Bool), w.n, w.sp
-		}
-		panic(misplaced{w.t, w.n, uint8(chtype.Bool), w.sp})
-	}
-	return w
-}
-
-// Date writes a Date: days since 1970-01-01.
-func (w *FlatRow) Date(days uint16) *FlatRow {
-	if w.slot() == uint8(chtype.Date) {
-		put16(w.at(), days)
-		w.off += 2
-		w.n++
-	} else {
-		if w.failK == 0 {
-			w.failK, w.failN, w.failSP = uint8(chtype.Date), w.n, w.sp
-		}
-		panic(misplaced{w.t, w.n, uint8(chtype.Date), w.sp})
-	}
-	return w
-}
-
-// Date32 writes a Date32: days since 1970-01-01, negative before it.
-func (w *FlatRow) Date32(days int32) *FlatRow {
-	if w.slot() == uint8(chtype.Date32) {
-		put32(w.at(), uint32(days))
-		w.off += 4
-		w.n++
-	} else {
-		if w.failK == 0 {
-			w.failK, w.failN, w.failSP = uint8(chtype.Date32), w.n, w.sp
-		}
-		panic(misplaced{w.t, w.n, uint8(chtype.Date32), w.sp})
-	}
-	return w
-}
-
-// DateTime writes a DateTime: seconds since the Unix epoch.
-func (w *FlatRow) DateTime(sec uint32) *FlatRow {
-	if w.slot() == uint8(chtype.DateTime) {
-		put32(w.at(), sec)
-		w.off += 4
-		w.n++
-	} else {
-		if w.failK == 0 {
-			w.failK, w.failN, w.failSP = uint8(chtype.DateTime), w.n, w.sp
-		}
-		panic(misplaced{w.t, w.n, uint8(chtype.DateTime), w.sp})
-	}
-	return w
-}
-
-// DateTime64 writes a DateTime64(P) from its ticks: units of 10^-P seconds
-// since the Unix epoch (milliseconds for DateTime64(3)).
-func (w *FlatRow) DateTime64(ticks int64) *FlatRow {
-	if w.slot() == uint8(chtype.DateTime64) {
-		put64(w.at(), uint64(ticks))
-		w.off += 8
-		w.n++
-	} else {
-		if w.failK == 0 {
-			w.failK, w.failN, w.failSP = uint8(chtype.DateTime64), w.n, w.sp
-		}
-		panic(misplaced{w.t, w.n, uint8(chtype.DateTime64), w.sp})
-	}
-	return w
-}
-
-// UUID writes a UUID given in its usual byte order, as Row.UUID does.
-func (w *FlatRow) UUID(u [16]byte) *FlatRow {
-	if w.slot() == uint8(chtype.UUID) {
-		at := w.at()
-		put64(at, binary.BigEndian.Uint64(u[:8]))
-		put64(unsafe.Add(at, 8), binary.BigEndian.Uint64(u[8:]))
-		w.off += 16
-		w.n++
-	} else {
-		if w.failK == 0 {
-			w.failK, w.failN, w.failSP = uint8(chtype.UUID), w.n, w.sp
-		}
-		panic(misplaced{w.t, w.n, uint8(chtype.UUID), w.sp})
-	}
-	return w
-}
-
-// IPv4 writes an IPv4 address given in network order (netip.Addr.As4).
-func (w *FlatRow) IPv4(a [4]byte) *FlatRow {
-	if w.slot() == uint8(chtype.IPv4) {
-		put32(w.at(), binary.BigEndian.Uint32(a[:]))
-		w.off += 4
-		w.n++
-	} else {
-		if w.failK == 0 {
-			w.failK, w.failN, w.failSP = uint8(chtype.IPv4), w.n, w.sp
-		}
-		panic(misplaced{w.t, w.n, uint8(chtype.IPv4), w.sp})
-	}
-	return w
-}
-
-// IPv6 writes an IPv6 address given in network order (netip.Addr.As16).
-func (w *FlatRow) IPv6(a [16]byte) *FlatRow {
-	if w.slot() == uint8(chtype.IPv6) {
-		*(*[16]byte)(w.at()) = a
-		w.off += 16
-		w.n++
-	} else {
-		if w.failK == 0 {
-			w.failK, w.failN, w.failSP = uint8(chtype.IPv6), w.n, w.sp
-		}
-		panic(misplaced{w.t, w.n, uint8(chtype.IPv6), w.sp})
-	}
-	return w
-}
-
 // ArrayString writes an Array(String) (or Array(LowCardinality(String))).
 func (w *FlatRow) ArrayString(v []string) *FlatRow {
 	if w.slot() != slotArrayString {
@@ -732,38 +439,6 @@ func (w *FlatRow) ArrayBytes(v [][]byte) *FlatRow {
 	off := putUvarint(w.base, w.off, uint64(len(v)))
 	for _, s := range v {
 		off = putBytes(w.buf, off, s)
-	}
-	w.off = off
-	w.n++
-	return w
-}
-
-// ArrayInt64 writes an Array(Int64).
-func (w *FlatRow) ArrayInt64(v []int64) *FlatRow {
-	if w.slot() != slotArrayInt64 {
-		return w.wrote(slotArrayInt64)
-	}
-	w.room(maxVarint + 8*len(v))
-	base, off := w.base, putUvarint(w.base, w.off, uint64(len(v)))
-	for _, x := range v {
-		put64(unsafe.Add(base, off), uint64(x))
-		off += 8
-	}
-	w.off = off
-	w.n++
-	return w
-}
-
-// ArrayUInt64 writes an Array(UInt64).
-func (w *FlatRow) ArrayUInt64(v []uint64) *FlatRow {
-	if w.slot() != slotArrayUInt64 {
-		return w.wrote(slotArrayUInt64)
-	}
-	w.room(maxVarint + 8*len(v))
-	base, off := w.base, putUvarint(w.base, w.off, uint64(len(v)))
-	for _, x := range v {
-		put64(unsafe.Add(base, off), x)
-		off += 8
 	}
 	w.off = off
 	w.n++

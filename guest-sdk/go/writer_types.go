@@ -152,26 +152,6 @@ func (r *Row) DecimalBig(unscaled *big.Int) *Row {
 	return r
 }
 
-// Date32 writes a Date32: days since 1970-01-01, negative before it.
-func (r *Row) Date32(days int32) *Row {
-	if r.want(chtype.Date32) {
-		r.o.buf = binary.LittleEndian.AppendUint32(r.o.buf, uint32(days))
-		r.advance()
-	}
-	return r
-}
-
-// DateTime64 writes a DateTime64(P) from its ticks: units of 10^-P seconds
-// since the Unix epoch (milliseconds for DateTime64(3)). Time converts a
-// time.Time with range checks.
-func (r *Row) DateTime64(ticks int64) *Row {
-	if r.want(chtype.DateTime64) {
-		r.o.buf = binary.LittleEndian.AppendUint64(r.o.buf, uint64(ticks))
-		r.advance()
-	}
-	return r
-}
-
 // The ranges of the date and time types, as ClickHouse documents them.
 var (
 	dateTimeMin   = time.Unix(0, 0).UTC()
