@@ -71,6 +71,10 @@
 // a value out of the type's range fails the record. A JSON column takes
 // the value's text with String.
 //
+// ParseDecimal (and ParseDecimalBig) and ParseUUID read a decimal's or a
+// UUID's text as ClickHouse reads it, exactly and without allocating, into
+// what Decimal and UUID take; they refuse what ClickHouse refuses.
+//
 // Every write checks, with an integer compare, that its type is the one the
 // next column or array element expects; End checks that the row is complete.
 // The first mismatch is recorded on the Output with the table, the column,

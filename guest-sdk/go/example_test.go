@@ -181,3 +181,41 @@ func ExampleRow() {
 	// sluice: table "metrics": row ended after 2 of 5 columns: column "labels" (Array(String)) not written
 	// sluice: table "metrics", column "kind" (Enum8('gauge' = 1, 'counter' = 2)): 3 is not a declared value
 }
+
+// A decimal's text becomes the unscaled integer Row.Decimal takes, as
+// ClickHouse would read the text into the column: digits past the scale
+// are cut, and a value too large for it is refused.
+func ExampleParseDecimal() {
+	for _, text := range []string{"12.34", "-0.5", "12.349", "1.5e3", "12345678", "12,34"} {
+		unscaled, err := sluice.ParseDecimal(text, 9, 2) // a Decimal(9, 2) column
+		if err != nil {
+			fmt.Println(err)
+			continue
+		}
+		fmt.Println(text, "→", unscaled)
+	}
+	// Output:
+	// 12.34 → 1234
+	// -0.5 → -50
+	// 12.349 → 1234
+	// 1.5e3 → 150000
+	// sluice: ParseDecimal: "12345678" as Decimal(9, 2): out of range: more than 7 digits before the point
+	// sluice: ParseDecimal: "12,34" as Decimal(9, 2): invalid syntax: unexpected ',' at byte 2
+}
+
+// A UUID's text, in either of the forms ClickHouse reads, becomes the
+// bytes Row.UUID takes.
+func ExampleParseUUID() {
+	for _, text := range []string{"61f0c404-5cb3-11e7-907b-a6006ad3dba0", "61F0C4045CB311E7907BA6006AD3DBA0", "{61f0c404-5cb3-11e7-907b-a6006ad3dba0}"} {
+		u, err := sluice.ParseUUID(text)
+		if err != nil {
+			fmt.Println(err)
+			continue
+		}
+		fmt.Printf("% x\n", u)
+	}
+	// Output:
+	// 61 f0 c4 04 5c b3 11 e7 90 7b a6 00 6a d3 db a0
+	// 61 f0 c4 04 5c b3 11 e7 90 7b a6 00 6a d3 db a0
+	// sluice: ParseUUID: "{61f0c404-5cb3-11e7-907b-a6006ad3dba0}" as UUID: invalid syntax: want 36 characters, or 32 hex digits
+}

@@ -151,8 +151,8 @@ func (r *Row) DateTime64(ticks int64) *Row {
 	return r
 }
 
-// UUID writes a UUID given in its usual byte order (as text reads, e.g.
-// github.com/google/uuid.UUID). ClickHouse stores it as two little-endian u64
+// UUID writes a UUID given in its usual byte order, the order of its text
+// (ParseUUID reads the text). ClickHouse stores it as two little-endian u64
 // halves, the first half first.
 func (r *Row) UUID(u [16]byte) *Row {
 	if r.want(chtype.UUID) {

@@ -56,8 +56,8 @@ var scalars = []scalar{
 		RowDoc: "+Time converts a time.Time with range checks.",
 		Width:  8, Words: []string{"uint64(ticks)"}},
 	{Name: "UUID", Param: "u [16]byte",
-		Doc: "a UUID given in its usual byte order (as text reads, e.g. " +
-			"github.com/google/uuid.UUID). ClickHouse stores it as two little-endian u64 halves, the first half first.",
+		Doc: "a UUID given in its usual byte order, the order of its text (ParseUUID reads the text). " +
+			"ClickHouse stores it as two little-endian u64 halves, the first half first.",
 		FlatDoc: "a UUID given in its usual byte order, as Row.UUID does.",
 		Width:   16, Words: []string{"binary.BigEndian.Uint64(u[:8])", "binary.BigEndian.Uint64(u[8:])"}},
 	{Name: "IPv4", Param: "a [4]byte", Doc: "an IPv4 address given in network order (netip.Addr.As4).", Width: 4,
