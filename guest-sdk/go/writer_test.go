@@ -2,7 +2,9 @@ package sluice
 
 import (
 	"bytes"
+	"fmt"
 	"math"
+	"math/big"
 	"strings"
 	"testing"
 
@@ -167,5 +169,41 @@ func TestExpect(t *testing.T) {
 	}
 	if _, err := cfg.Table("nope"); err == nil || err.Error() != `sluice: the pipeline has no target table "nope" (tables: "logs")` {
 		t.Errorf("Table(nope): %v", err)
+	}
+}
+
+// A Decimal(P, S) takes every value of P digits, the largest ClickHouse
+// reads from text (its ParseDecimal), and refuses one of P+1: for every
+// precision, with Decimal and DecimalBig, both signs.
+func TestDecimalTakesPDigits(t *testing.T) {
+	for p := 1; p <= 76; p++ {
+		s := p / 3
+		typ := fmt.Sprintf("Decimal(%d, %d)", p, s)
+		text := strings.Repeat("9", p-s) + "." + strings.Repeat("9", s)
+		largest, err := ParseDecimalBig(nil, text, p, s)
+		if err != nil {
+			t.Fatalf("%s: %q: %v", typ, text, err)
+		}
+		tooLarge := new(big.Int).Add(largest, big.NewInt(1))
+		for _, sign := range []int64{1, -1} {
+			v, over := new(big.Int).Mul(largest, big.NewInt(sign)), new(big.Int).Mul(tooLarge, big.NewInt(sign))
+			if _, msg := oneColumn(t, typ, func(r *Row) { r.DecimalBig(v) }); msg != "" {
+				t.Errorf("%s: DecimalBig(%v): %s", typ, v, msg)
+			}
+			if _, msg := oneColumn(t, typ, func(r *Row) { r.DecimalBig(over) }); !strings.Contains(msg, fmt.Sprintf("has more than %d digits", p)) {
+				t.Errorf("%s: DecimalBig(%v): %q, want it refused", typ, over, msg)
+			}
+			if !v.IsInt64() {
+				continue
+			}
+			if _, msg := oneColumn(t, typ, func(r *Row) { r.Decimal(v.Int64()) }); msg != "" {
+				t.Errorf("%s: Decimal(%v): %s", typ, v, msg)
+			}
+			if over.IsInt64() {
+				if _, msg := oneColumn(t, typ, func(r *Row) { r.Decimal(over.Int64()) }); !strings.Contains(msg, fmt.Sprintf("has more than %d digits", p)) {
+					t.Errorf("%s: Decimal(%v): %q, want it refused", typ, over, msg)
+				}
+			}
+		}
 	}
 }

@@ -112,8 +112,10 @@ var pow10 = func() (p [19]int64) {
 }()
 
 // Decimal writes a Decimal(P, S) (Decimal32 … Decimal256) from its
-// unscaled value: 1234 is 12.34 in a Decimal(9, 2). A value of P digits or
-// more fails the record.
+// unscaled value: 1234 is 12.34 in a Decimal(9, 2). A Decimal(P, S) holds
+// P digits, as ClickHouse reads them from text: a value of more than P
+// digits fails the record (1000000000 in a Decimal(9, 2); 999999999,
+// 9999999.99, lands). ParseDecimal reads the value from text.
 func (r *Row) Decimal(unscaled int64) *Row {
 	t := r.wantOf(isDecimal, "Decimal")
 	if t == nil {
@@ -136,7 +138,9 @@ func (r *Row) Decimal(unscaled int64) *Row {
 	return r
 }
 
-// DecimalBig writes a Decimal of any width from its unscaled value.
+// DecimalBig writes a Decimal of any width from its unscaled value; a
+// value of more than P digits fails the record. ParseDecimalBig reads the
+// value from text.
 func (r *Row) DecimalBig(unscaled *big.Int) *Row {
 	t := r.wantOf(isDecimal, "Decimal")
 	if t == nil {
