@@ -66,7 +66,8 @@
 // Time(t) writes a time.Time into any of Date, Date32, DateTime(…) and
 // DateTime64(…), checking the type's range, so that a zero time.Time or a
 // timestamp in the wrong unit fails the record instead of landing as some
-// other date. Decimal(P, S) and Decimal32…256 take Decimal(unscaled) or
+// other date; it rounds down to the type's precision, before 1970 too, as
+// ClickHouse reads the time's text. Decimal(P, S) and Decimal32…256 take Decimal(unscaled) or
 // DecimalBig; Int128…UInt256 take BigInt, Int128(lo, hi), UInt128(lo, hi);
 // a value out of the type's range fails the record. A JSON column takes
 // the value's text with String.

@@ -2,6 +2,7 @@ package sluice
 
 import (
 	"bufio"
+	"encoding/binary"
 	"encoding/hex"
 	"math"
 	"math/big"
@@ -179,6 +180,42 @@ func TestWriterRanges(t *testing.T) {
 		}
 		if !strings.Contains(err, tt.want) || !strings.Contains(err, `column "c"`) {
 			t.Errorf("%s: error %q\n\twant it to contain %q", tt.typ, err, tt.want)
+		}
+	}
+}
+
+// Time rounds down to the type's precision, before 1970 too: the tick or
+// day ClickHouse 26.9 reads from the same time's text (it reads
+// 1969-12-31 23:59:59.9995 into a DateTime64(3, 'UTC') as -1 ms).
+func TestTimeBefore1970(t *testing.T) {
+	for _, tt := range []struct {
+		typ  string
+		t    time.Time
+		want int64 // ticks, or days
+	}{
+		{"DateTime64(3, 'UTC')", utc(1969, 12, 31, 23, 59, 59, 999_500_000), -1},
+		{"DateTime64(0, 'UTC')", utc(1969, 12, 31, 23, 59, 58, 500_000_000), -2},
+		{"DateTime64(6, 'UTC')", utc(1969, 12, 31, 23, 59, 59, 999_999_500), -1},
+		{"DateTime64(9, 'UTC')", utc(1969, 12, 31, 23, 59, 59, 999_999_999), -1},
+		{"DateTime64(3, 'UTC')", utc(1969, 12, 31, 23, 59, 58, 500_000_000), -1500},
+		{"DateTime64(3, 'UTC')", time.Unix(-1, 999_500_000).In(time.FixedZone("X", -5*3600)), -1}, // the zone does not matter
+		{"Date32", utc(1969, 12, 31, 23, 0, 0, 0), -1},
+		{"Date32", utc(1969, 12, 31, 0, 0, 0, 0), -1},
+		{"Date32", utc(1969, 12, 30, 23, 59, 59, 999_999_999), -2},
+	} {
+		got, msg := oneColumn(t, tt.typ, func(r *Row) { r.Time(tt.t) })
+		if msg != "" {
+			t.Errorf("%s %s: %s", tt.typ, tt.t, msg)
+			continue
+		}
+		var v int64
+		if len(got) == 8 {
+			v = int64(binary.LittleEndian.Uint64(got))
+		} else {
+			v = int64(int32(binary.LittleEndian.Uint32(got)))
+		}
+		if v != tt.want {
+			t.Errorf("%s %s: wrote %d, want %d", tt.typ, tt.t.Format(time.RFC3339Nano), v, tt.want)
 		}
 	}
 }

@@ -173,9 +173,13 @@ func isTime(k chtype.Kind) bool {
 // Time writes t to a Date, Date32, DateTime or DateTime64 column (or a
 // Nullable of one), checking the type's range: a time outside it — the
 // zero time.Time, a timestamp in the wrong unit — fails the record instead
-// of landing as some other date. Dates are t's day in UTC; DateTime64
-// truncates t to its precision; the column's time zone only affects how
-// ClickHouse shows the value.
+// of landing as some other date. Dates are t's day in UTC. DateTime64(P)
+// keeps t to P digits after the second and cuts the rest, as ClickHouse
+// cuts the same time's text: that is, it rounds down to the earlier tick,
+// before 1970 too (1969-12-31 23:59:59.9995 is 23:59:59.999, tick -1, in a
+// DateTime64(3), not 1970-01-01, as rounding the tick count toward zero
+// would give). The column's time zone only affects how ClickHouse shows
+// the value.
 func (r *Row) Time(t time.Time) *Row {
 	typ := r.wantOf(isTime, "time")
 	if typ == nil {
