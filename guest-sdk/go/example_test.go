@@ -219,3 +219,24 @@ func ExampleParseUUID() {
 	// 61 f0 c4 04 5c b3 11 e7 90 7b a6 00 6a d3 db a0
 	// sluice: ParseUUID: "{61f0c404-5cb3-11e7-907b-a6006ad3dba0}" as UUID: invalid syntax: want 36 characters, or 32 hex digits
 }
+
+// An IPv6 column has no zone, and netip.Addr.As16 drops one without a
+// word; ClickHouse refuses the text of an address with a zone, so refuse
+// it too. An IPv4 address becomes ::ffff:a.b.c.d, as in ClickHouse.
+func ExampleRow_IPv6() {
+	for _, text := range []string{"2001:db8::1", "1.2.3.4", "fe80::1%eth0"} {
+		a, err := netip.ParseAddr(text)
+		if err == nil && a.Zone() != "" {
+			err = fmt.Errorf("%s: an IPv6 column has no zone", text)
+		}
+		if err != nil {
+			fmt.Println(err) // a Transform returns it: the record is dead-lettered
+			continue
+		}
+		fmt.Println(netip.AddrFrom16(a.As16())) // what Row.IPv6(a.As16()) writes
+	}
+	// Output:
+	// 2001:db8::1
+	// ::ffff:1.2.3.4
+	// fe80::1%eth0: an IPv6 column has no zone
+}

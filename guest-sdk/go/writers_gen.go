@@ -172,7 +172,11 @@ func (r *Row) IPv4(a [4]byte) *Row {
 	return r
 }
 
-// IPv6 writes an IPv6 address given in network order (netip.Addr.As16).
+// IPv6 writes an IPv6 address given in network order (netip.Addr.As16, which
+// writes an IPv4 address as ::ffff:a.b.c.d, as ClickHouse reads its text). An
+// IPv6 value has no zone, and As16 drops one without a word: fe80::1%eth0
+// would land as fe80::1, where ClickHouse refuses that text. Check Addr.Zone()
+// first to refuse it.
 func (r *Row) IPv6(a [16]byte) *Row {
 	if r.want(chtype.IPv6) {
 		r.o.buf = append(r.o.buf, a[:]...)
@@ -461,7 +465,8 @@ func (w *FlatRow) IPv4(a [4]byte) *FlatRow {
 	return w
 }
 
-// IPv6 writes an IPv6 address given in network order (netip.Addr.As16).
+// IPv6 writes an IPv6 address given in network order, as Row.IPv6 does (mind
+// the zone As16 drops).
 func (w *FlatRow) IPv6(a [16]byte) *FlatRow {
 	if w.slot() == uint8(chtype.IPv6) {
 		*(*[16]byte)(w.at()) = a

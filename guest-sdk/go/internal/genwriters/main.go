@@ -62,7 +62,13 @@ var scalars = []scalar{
 		Width:   16, Words: []string{"binary.BigEndian.Uint64(u[:8])", "binary.BigEndian.Uint64(u[8:])"}},
 	{Name: "IPv4", Param: "a [4]byte", Doc: "an IPv4 address given in network order (netip.Addr.As4).", Width: 4,
 		Words: []string{"binary.BigEndian.Uint32(a[:])"}},
-	{Name: "IPv6", Param: "a [16]byte", Doc: "an IPv6 address given in network order (netip.Addr.As16).", Width: 16, Bytes: "a"},
+	{Name: "IPv6", Param: "a [16]byte",
+		Doc: "an IPv6 address given in network order (netip.Addr.As16, which writes an IPv4 address as " +
+			"::ffff:a.b.c.d, as ClickHouse reads its text). An IPv6 value has no zone, and As16 drops one without a " +
+			"word: fe80::1%eth0 would land as fe80::1, where ClickHouse refuses that text. Check Addr.Zone() first " +
+			"to refuse it.",
+		FlatDoc: "an IPv6 address given in network order, as Row.IPv6 does (mind the zone As16 drops).",
+		Width:   16, Bytes: "a"},
 }
 
 var arrays = []array{
