@@ -83,12 +83,31 @@ func Col(name, typ string) Column { return Column{Name: name, Type: typ} }
 func (c Column) Supported() error { return c.err }
 
 // EnumValue returns the number of the enum value called name, for a column
-// of type Enum8/Enum16 (or an Array/Nullable of one).
+// of type Enum8/Enum16 (or an Array/Nullable of one), as an int16: what
+// Row.Enum16 takes. For an Enum8, Enum8Value returns what Row.Enum8 takes.
 func (c Column) EnumValue(name string) (int16, bool) {
 	for t := c.t; t != nil; t = t.Elem {
 		for _, e := range t.Enum {
 			if e.Name == name {
 				return e.Value, true
+			}
+		}
+	}
+	return 0, false
+}
+
+// Enum8Value returns the number of the enum value called name as Row.Enum8
+// takes it, for a column of type Enum8 (or an Array/Nullable of one). It
+// reports false when there is no such value, or when the enum is an
+// Enum16, whose values Row.Enum16 takes (EnumValue).
+func (c Column) Enum8Value(name string) (int8, bool) {
+	for t := c.t; t != nil; t = t.Elem {
+		if t.Kind == chtype.Enum16 {
+			return 0, false
+		}
+		for _, e := range t.Enum {
+			if e.Name == name {
+				return int8(e.Value), true // an Enum8's values are int8 (chtype.Parse checks them)
 			}
 		}
 	}

@@ -57,7 +57,7 @@
 // There is a write method per ClickHouse type the ABI carries: UInt8…UInt64,
 // Int8…Int64, Float32, Float64, String and Bytes (String, and
 // LowCardinality(String)), FixedString, Date, DateTime, Bool, UUID, Enum8 and
-// Enum16 (by number; Column.EnumValue maps names), IPv4, IPv6. Nullable(T)
+// Enum16 (by number; Column.Enum8Value and EnumValue map names), IPv4, IPv6. Nullable(T)
 // takes Null(), or a T, optionally after NotNull(). Array(T) takes
 // BeginArray(n) followed by n values of T, or ArrayString, ArrayInt64,
 // ArrayUInt64 for whole slices. Map(K, V) takes BeginMap(n) followed by n

@@ -161,8 +161,7 @@ func ExampleRow() {
 		d := &rowDemo{write: write}
 		in := sluice.NewInstance(d)
 		in.Init(sluicetest.InitPayload(nil, []sluicetest.Table{metrics}))
-		v, _ := d.t.Columns[4].EnumValue("counter") // look names up once, at init
-		counter = int8(v)
+		counter, _ = d.t.Columns[4].Enum8Value("counter") // look names up once, at init
 		res, _ := sluicetest.DecodeOutput(in.Transform(sluicetest.BatchPayload("m", 0, []sluicetest.Record{{}})))
 		if res[0].Failed {
 			fmt.Println(res[0].Err)

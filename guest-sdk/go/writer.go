@@ -371,7 +371,7 @@ func (r *Row) FixedString(b []byte) *Row {
 }
 
 // Enum8 writes an Enum8 by number; the number must be declared in the type
-// (Column.EnumValue looks a name up at init).
+// (Column.Enum8Value looks a name up at init).
 func (r *Row) Enum8(v int8) *Row {
 	if r.want(chtype.Enum8) && r.enumOK(int16(v)) {
 		r.o.buf = append(r.o.buf, byte(v))
@@ -380,7 +380,8 @@ func (r *Row) Enum8(v int8) *Row {
 	return r
 }
 
-// Enum16 writes an Enum16 by number; the number must be declared in the type.
+// Enum16 writes an Enum16 by number; the number must be declared in the type
+// (Column.EnumValue looks a name up at init).
 func (r *Row) Enum16(v int16) *Row {
 	if r.want(chtype.Enum16) && r.enumOK(v) {
 		r.o.buf = binary.LittleEndian.AppendUint16(r.o.buf, uint16(v))

@@ -151,6 +151,9 @@ func TestExpect(t *testing.T) {
 	if v, ok := tb.Columns[1].EnumValue("b"); !ok || v != 2 {
 		t.Errorf("EnumValue(b) = %d, %v", v, ok)
 	}
+	if v, ok := tb.Columns[1].Enum8Value("b"); !ok || v != 2 {
+		t.Errorf("Enum8Value(b) = %d, %v", v, ok)
+	}
 	if tb.Columns[2].Supported() == nil || tb.Columns[0].Supported() != nil {
 		t.Error("Supported")
 	}
@@ -205,5 +208,47 @@ func TestDecimalTakesPDigits(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// Enum8Value returns an Enum8's value as Row.Enum8 takes it, at its
+// limits and inside an Array or a Nullable, and nothing for an Enum16 or
+// an undeclared name; EnumValue keeps returning both kinds as int16.
+func TestEnum8Value(t *testing.T) {
+	cols := []sluicetest.Column{
+		{Name: "e8", Type: "Enum8('lo' = -128, 'hi' = 127, 'z' = 0)"},
+		{Name: "a8", Type: "Array(Nullable(Enum8('x' = -3)))"},
+		{Name: "e16", Type: "Enum16('lo' = -128, 'big' = 1000)"},
+		{Name: "s", Type: "String"},
+	}
+	cfg, err := decodeInit(sluicetest.InitPayload(nil, []sluicetest.Table{{Name: "t", Columns: cols}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cfg.Tables[0].Columns
+	for _, tt := range []struct {
+		col  int
+		name string
+		want int8
+		ok   bool
+	}{
+		{0, "lo", -128, true}, {0, "hi", 127, true}, {0, "z", 0, true}, {0, "nope", 0, false},
+		{1, "x", -3, true}, {2, "lo", 0, false}, {2, "big", 0, false}, {3, "lo", 0, false},
+	} {
+		if v, ok := c[tt.col].Enum8Value(tt.name); v != tt.want || ok != tt.ok {
+			t.Errorf("%s.Enum8Value(%q) = %d, %v; want %d, %v", c[tt.col].Name, tt.name, v, ok, tt.want, tt.ok)
+		}
+	}
+	if v, ok := c[2].EnumValue("big"); v != 1000 || !ok {
+		t.Errorf("e16.EnumValue(big) = %d, %v", v, ok)
+	}
+	// What Enum8Value returns, Enum8 writes.
+	lo, _ := c[0].Enum8Value("lo")
+	x, _ := c[1].Enum8Value("x")
+	got, msg := runRow(t, cols, func(tb *Table, out *Output) error {
+		return out.Row(tb).Enum8(lo).BeginArray(1).Enum8(x).Enum16(1000).String("").End()
+	})
+	if msg != "" || !bytes.Equal(got, []byte{0x80, 1, 0, 0xfd, 0xe8, 0x03, 0}) {
+		t.Errorf("wrote % x, %q", got, msg)
 	}
 }
