@@ -147,6 +147,28 @@ func TestModuleTestFailures(t *testing.T) {
 	}
 }
 
+// 'sluice module test -h' says what the input is, as 'sluice module' does,
+// and lists the flags.
+func TestModuleTestHelp(t *testing.T) {
+	code, stdout, stderr := runModuleCLI(t, "test", "-h")
+	if code != 2 || stdout != "" {
+		t.Errorf("exit %d, stdout %q; want exit 2 and the help on stderr", code, stdout)
+	}
+	for _, want := range []string{
+		"Usage:\n  sluice module test -module m.wasm -input records.jsonl -table",
+		"a JSON-lines file (- for standard input)", `{"value": …, "key": …,`, "is a Kafka record",
+		"any other line is taken whole as a record's value", "CREATE TABLE statement of a target table",
+		`"(no rows)" for a record the module filtered out`, "Flags:", "-timestamp int", "-param value",
+	} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("module test -h lacks %q:\n%s", want, stderr)
+		}
+	}
+	if _, _, usage := runModuleCLI(t); !strings.Contains(usage, `{"value": …, "key": …,`) {
+		t.Errorf("sluice module no longer describes test's input:\n%s", usage)
+	}
+}
+
 // A record that crashes its instance is reported on its own line; the
 // others of its batch still get their rows.
 func TestModuleTestIsolatesTraps(t *testing.T) {

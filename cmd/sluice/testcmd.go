@@ -24,6 +24,10 @@ func (r *repeated) Set(s string) error { *r = append(*r, s); return nil }
 func cmdModuleTest(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("module test", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage:\n  %s\n\n%s\nFlags:\n", moduleTestCommand, moduleTestDoc)
+		fs.PrintDefaults()
+	}
 	modulePath := fs.String("module", "", "the module (.wasm)")
 	inputPath := fs.String("input", "", "records, one JSON line each (- for standard input)")
 	var tables, params repeated
