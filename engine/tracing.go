@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/plugin/kotel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
@@ -85,26 +86,6 @@ const consumeOperation = "process"
 // telemetry.Setup raises that default to this bound.
 const maxLinks = telemetry.FlushLinkLimit
 
-// headerCarrier reads a record's headers as a propagation carrier.
-type headerCarrier []kgo.RecordHeader
-
-func (h headerCarrier) Get(key string) string {
-	for _, kv := range h {
-		if kv.Key == key {
-			return string(kv.Value)
-		}
-	}
-	return ""
-}
-func (h headerCarrier) Set(string, string) {}
-func (h headerCarrier) Keys() []string {
-	keys := make([]string, len(h))
-	for i, kv := range h {
-		keys[i] = kv.Key
-	}
-	return keys
-}
-
 var traceContext = propagation.TraceContext{}
 
 // producerContext parses a record's W3C traceparent header without
@@ -171,8 +152,10 @@ func (p *Pipeline) startConsume(fp kgo.FetchTopicPartition) (context.Context, tr
 			continue
 		}
 		if sc, ok := producerContext(r.Headers); ok && sc.IsSampled() {
-			// The propagator, for the producer's tracestate.
-			parent = traceContext.Extract(parent, headerCarrier(r.Headers))
+			// The propagator, for the producer's tracestate. Extract only
+			// reads: kotel's carrier writes the record only in Set. Its Get
+			// takes a header's first value, as producerContext does.
+			parent = traceContext.Extract(parent, kotel.NewRecordCarrier(r))
 			break
 		}
 	}

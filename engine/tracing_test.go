@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/plugin/kotel"
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -37,7 +38,7 @@ func TestProducerContext(t *testing.T) {
 	} {
 		h := []kgo.RecordHeader{{Key: "other", Value: []byte("x")}, {Key: "traceparent", Value: []byte(v)}}
 		got, ok := producerContext(h)
-		want := trace.SpanContextFromContext(traceContext.Extract(context.Background(), headerCarrier(h)))
+		want := trace.SpanContextFromContext(traceContext.Extract(context.Background(), kotel.NewRecordCarrier(&kgo.Record{Headers: h})))
 		if ok != want.IsValid() || ok && (got.TraceID() != want.TraceID() || got.SpanID() != want.SpanID() ||
 			got.IsSampled() != want.IsSampled() || !got.IsRemote()) {
 			t.Errorf("%q: parsed %v %v, propagator %v", v, ok, got, want)
@@ -45,6 +46,35 @@ func TestProducerContext(t *testing.T) {
 	}
 	if _, ok := producerContext(nil); ok {
 		t.Error("no headers parsed as a context")
+	}
+	// A repeated traceparent: both read the first, so that the batch is
+	// the child of the producer it was sampled for.
+	h := []kgo.RecordHeader{
+		{Key: "traceparent", Value: []byte("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")},
+		{Key: "traceparent", Value: []byte("00-11111111111111111111111111111111-2222222222222222-00")},
+	}
+	got, _ := producerContext(h)
+	want := trace.SpanContextFromContext(traceContext.Extract(context.Background(), kotel.NewRecordCarrier(&kgo.Record{Headers: h})))
+	if got.TraceID() != want.TraceID() || got.TraceID().String() != "4bf92f3577b34da6a3ce929d0e0e4736" {
+		t.Errorf("a repeated traceparent: parsed %v, propagator %v; want both the first", got.TraceID(), want.TraceID())
+	}
+}
+
+// BenchmarkExtractProducerTrace measures what a sampled batch pays once
+// to read its producer's trace context (traceparent and tracestate) from
+// a record's headers with the propagator.
+func BenchmarkExtractProducerTrace(b *testing.B) {
+	r := &kgo.Record{Headers: []kgo.RecordHeader{
+		{Key: "content-type", Value: []byte("application/json")},
+		{Key: "traceparent", Value: []byte("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")},
+		{Key: "tracestate", Value: []byte("vendor=value,other=x")},
+		{Key: "source", Value: []byte("web")},
+	}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if !trace.SpanContextFromContext(traceContext.Extract(context.Background(), kotel.NewRecordCarrier(r))).IsSampled() {
+			b.Fatal("not sampled")
+		}
 	}
 }
 
