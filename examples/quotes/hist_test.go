@@ -141,8 +141,10 @@ func TestReport(t *testing.T) {
 			t.Fatalf("the SVG is not well-formed XML: %v", err)
 		}
 	}
-	if !strings.Contains(svg.String(), "×2.00") || !strings.Contains(svg.String(), "table quotes_eod") {
-		t.Error("the SVG lacks the ratio or a panel")
+	for _, want := range []string{">×2.00<", ">table quotes_eod<", ">routing: shards<", ">where the time goes", ">insert<", ">p99<"} {
+		if !strings.Contains(svg.String(), want) {
+			t.Errorf("the SVG lacks %q", want)
+		}
 	}
 }
 
