@@ -1,17 +1,12 @@
-package engine_test
+package e2e
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -21,7 +16,6 @@ import (
 	"github.com/sluicehq/sluice/internal/loggen"
 	"github.com/sluicehq/sluice/internal/testinfra"
 	"github.com/sluicehq/sluice/internal/wasmbuild"
-	"github.com/sluicehq/sluice/sinks/clickhouse"
 )
 
 // The fault suite runs the real sluice binary against the real broker and
@@ -36,7 +30,7 @@ type faultProfile struct {
 	throttleBytes int64         // bytes/s to ClickHouse in that scenario
 }
 
-func profile() (string, faultProfile) {
+func faultProfileFromEnv() (string, faultProfile) {
 	if os.Getenv("SLUICE_FAULTS") == "full" {
 		return "full", faultProfile{records: 300_000, rate: 25_000, chOutage: 30 * time.Second, backlog: 5_000_000, throttleBytes: 4 << 20}
 	}
@@ -45,49 +39,19 @@ func profile() (string, faultProfile) {
 
 // The in-flight budget the fault runs use, and the RSS bound it implies:
 // sluice sets the Go runtime's soft memory limit to 2 × budget + 192 MiB
-// (engine.Config.MemoryLimit), and 64 MiB more covers what lives outside the
-// Go heap (compiled module code, thread stacks).
+// (memory_limit in docs/config.md), and 64 MiB more covers what lives
+// outside the Go heap (compiled module code, thread stacks).
 const (
 	faultBudget   = 32 << 20
 	faultRSSBound = 2*faultBudget + 192<<20 + 64<<20
 )
 
-var (
-	buildOnce sync.Once
-	sluiceBin string
-	buildErr  error
-)
-
-func buildSluice(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "sluice-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		sluiceBin = filepath.Join(dir, "sluice")
-		cmd := exec.Command("go", "build", "-o", sluiceBin, "./cmd/sluice")
-		cmd.Dir = wasmbuild.RepoRoot()
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("build sluice: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return sluiceBin
-}
-
 type faultEnv struct {
+	*env
 	// eo runs the suite with delivery: exactly_once, into tables that keep
 	// a deduplication window: every scenario must land each record once.
-	eo    bool
-	ch    *testinfra.ClickHouse
-	kafka *testinfra.Kafka
-	wasm  string
-	bin   string
+	eo   bool
+	wasm string
 	// report collects each scenario's line for the suite's summary.
 	report []string
 }
@@ -103,143 +67,57 @@ type scenario struct {
 	chAddr string
 
 	produced atomic.Int64
-	peakRSS  atomic.Int64
+	procs    []*sluiceProc // every process started, for the peak RSS
 }
 
 func (e *faultEnv) scenario(t *testing.T, name string, partitions int) *scenario {
 	t.Helper()
 	s := &scenario{e: e, t: t, name: name, topic: "t_" + name, table: "logs_" + name, dir: t.TempDir(), chAddr: e.ch.Addr}
-	ddl := strings.Replace(readSchema(t), "CREATE TABLE logs", "CREATE TABLE "+s.table, 1)
+	ddl := logsDDL(t, s.table)
 	if e.eo {
-		ddl = strings.TrimSpace(ddl) + fmt.Sprintf(" SETTINGS non_replicated_deduplication_window = %d", clickhouse.MinDedupWindow)
+		ddl = withDedupWindow(ddl)
 	}
-	if err := e.ch.Exec(context.Background(), ddl); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.kafka.CreateTopic(context.Background(), s.topic, partitions); err != nil {
-		t.Fatal(err)
-	}
+	e.exec(t, ddl)
+	e.createTopic(t, s.topic, partitions)
 	return s
 }
 
-func (s *scenario) configPath(instance string) string {
-	path := filepath.Join(s.dir, "pipeline-"+instance+".yaml")
-	cfg := fmt.Sprintf(`kafka:
-  brokers: [%s]
-  group: g_%s
-  topics: [%s]
-  max_inflight_bytes: %d
-  commit_interval: 500ms
-  instance_id: %s
-  session_timeout: 10s
-module:
-  path: %s
-  tables: [%s]
-  params: {table: %s}
-  cache_dir: %s
-clickhouse:
-  addr: %s
-  retry_max: 1s
-shutdown_timeout: 30s
-observability:
-  listen: 127.0.0.1:0
-`, s.e.kafka.Addr, s.name, s.topic, faultBudget, instance, s.e.wasm, s.table, s.table, filepath.Join(s.dir, "cache"), s.chAddr)
-	if s.e.eo {
-		cfg += "delivery: exactly_once\n"
+// faultConfig is a fault scenario's config for one instance.
+func faultConfig(broker, chAddr, name, topic, table, wasm, cacheDir, instance string, eo bool) *sluiceConfig {
+	cfg := &sluiceConfig{
+		Kafka: kafkaConfig{
+			Brokers: []string{broker}, Group: "g_" + name, Topics: []string{topic},
+			MaxInflightBytes: faultBudget, CommitInterval: duration(500 * time.Millisecond),
+			InstanceID: instance, SessionTimeout: duration(10 * time.Second),
+		},
+		Module:          moduleConfig{Path: wasm, Tables: []string{table}, Params: map[string]string{"table": table}, CacheDir: cacheDir},
+		ClickHouse:      clickhouseConfig{Addr: chAddr, RetryMax: duration(time.Second)},
+		ShutdownTimeout: duration(30 * time.Second),
+		Observability:   observabilityConfig{Listen: "127.0.0.1:0"},
 	}
-	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
-		s.t.Fatal(err)
+	if eo {
+		cfg.Delivery = "exactly_once"
 	}
-	return path
+	return cfg
 }
 
-// proc is a running sluice process.
-type proc struct {
-	s    *scenario
-	name string
-	cmd  *exec.Cmd
-	log  string
-	done chan error
-}
-
-func (s *scenario) start(instance string) *proc {
+// start starts instance on the scenario's config, its output appended to
+// the instance's log across restarts.
+func (s *scenario) start(instance string) *sluiceProc {
 	s.t.Helper()
-	p := &proc{s: s, name: instance, log: filepath.Join(s.dir, "sluice-"+instance+".log"), done: make(chan error, 1)}
-	logf, err := os.OpenFile(p.log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	p.cmd = exec.Command(s.e.bin, "run", "-config", s.configPath(instance))
-	p.cmd.Stdout, p.cmd.Stderr = logf, logf
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := p.cmd.Start(); err != nil {
-		s.t.Fatal(err)
-	}
-	go func() {
-		err := p.cmd.Wait()
-		logf.Close()
-		p.done <- err
-	}()
-	go p.sampleRSS()
-	s.t.Cleanup(func() {
-		if p.cmd.ProcessState == nil {
-			_ = p.cmd.Process.Kill()
-		}
-		if s.t.Failed() {
-			out, _ := os.ReadFile(p.log)
-			lines := strings.Split(string(out), "\n")
-			if len(lines) > 40 {
-				lines = lines[len(lines)-40:]
-			}
-			s.t.Logf("sluice %s log tail:\n%s", instance, strings.Join(lines, "\n"))
-		}
-	})
+	cfg := faultConfig(s.e.kafka.Addr, s.chAddr, s.name, s.topic, s.table, s.e.wasm, filepath.Join(s.dir, "cache"), instance, s.e.eo)
+	p := runSluice(s.t, s.e.bin, s.dir, instance, cfg, false)
+	s.procs = append(s.procs, p)
 	return p
 }
 
-// sampleRSS records the process's peak resident set (VmHWM) until it exits.
-func (p *proc) sampleRSS() {
-	status := fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid)
-	for {
-		f, err := os.Open(status)
-		if err != nil {
-			return
-		}
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
-				kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-				for {
-					cur := p.s.peakRSS.Load()
-					if kb*1024 <= cur || p.s.peakRSS.CompareAndSwap(cur, kb*1024) {
-						break
-					}
-				}
-			}
-		}
-		f.Close()
-		time.Sleep(50 * time.Millisecond)
+// peakRSS is the largest peak RSS of the scenario's processes.
+func (s *scenario) peakRSS() int64 {
+	var peak int64
+	for _, p := range s.procs {
+		peak = max(peak, p.PeakRSS())
 	}
-}
-
-func (p *proc) kill9() {
-	p.s.t.Helper()
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.done
-}
-
-// term sends SIGTERM and requires a clean exit within 40s.
-func (p *proc) term() {
-	p.s.t.Helper()
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-p.done:
-		if err != nil {
-			p.s.t.Fatalf("sluice %s exited with %v after SIGTERM", p.name, err)
-		}
-	case <-time.After(40 * time.Second):
-		p.s.t.Fatalf("sluice %s did not drain within 40s", p.name)
-	}
+	return peak
 }
 
 // produce sends records [from, to) at rate records/s, in the background.
@@ -283,17 +161,7 @@ func (s *scenario) produce(from, to, rate int) <-chan error {
 	return done
 }
 
-func (s *scenario) count() (rows, distinct int) {
-	seq := "toUInt64(attrs.value[indexOf(attrs.key, 'seq')])"
-	out, err := s.e.ch.Query(context.Background(), fmt.Sprintf("SELECT count(), uniqExact(%s) FROM %s FORMAT TSV", seq, s.table))
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	f := strings.Fields(out)
-	rows, _ = strconv.Atoi(f[0])
-	distinct, _ = strconv.Atoi(f[1])
-	return rows, distinct
-}
+func (s *scenario) count() (rows, distinct int) { return s.e.logRows(s.t, s.table) }
 
 // waitDistinct waits until n distinct records have landed.
 func (s *scenario) waitDistinct(n int, d time.Duration) {
@@ -346,8 +214,9 @@ func (s *scenario) report(want int) int {
 	s.t.Helper()
 	rows, distinct := s.count()
 	dups := rows - distinct
+	peak := s.peakRSS()
 	line := fmt.Sprintf("%-24s produced %8d  landed distinct %8d  duplicates %6d  dead-lettered %d  peak RSS %4d MiB (budget %d MiB, bound %d MiB)",
-		s.name, s.produced.Load(), distinct, dups, 0, s.peakRSS.Load()>>20, faultBudget>>20, faultRSSBound>>20)
+		s.name, s.produced.Load(), distinct, dups, 0, peak>>20, faultBudget>>20, faultRSSBound>>20)
 	s.t.Log(line)
 	s.e.report = append(s.e.report, line)
 	if int(s.produced.Load()) != want {
@@ -356,7 +225,7 @@ func (s *scenario) report(want int) int {
 	if distinct != want {
 		s.t.Errorf("LOSS: %d distinct records landed of %d produced", distinct, want)
 	}
-	if peak := s.peakRSS.Load(); peak > faultRSSBound {
+	if peak > faultRSSBound {
 		s.t.Errorf("peak RSS %d MiB over the bound of %d MiB for a %d MiB budget", peak>>20, faultRSSBound>>20, faultBudget>>20)
 	}
 	return dups
@@ -365,7 +234,7 @@ func (s *scenario) report(want int) int {
 func TestFaults(t *testing.T) {
 	// Mostly waiting on outages and drains, with servers of their own: the
 	// suite runs on each ClickHouse server of the matrix, beside the other
-	// server's run and the chaos run, after the package's other tests.
+	// server's run and the chaos run.
 	t.Parallel()
 	testinfra.EachServer(t, func(t *testing.T, server testinfra.Server) {
 		t.Parallel()
@@ -384,16 +253,14 @@ func TestFaultsExactlyOnce(t *testing.T) {
 }
 
 func faultSuite(t *testing.T, server testinfra.Server, eo bool) {
-	name, prof := profile()
+	name, prof := faultProfileFromEnv()
 	if eo {
 		name += ", delivery exactly_once"
 	}
 	e := &faultEnv{
-		eo:    eo,
-		bin:   buildSluice(t),
-		wasm:  wasmbuild.BuildT(t, "examples/log-normalize"),
-		ch:    testinfra.ClickHouseT(t, testinfra.ClickHouseOptions{Server: server}),
-		kafka: testinfra.KafkaT(t),
+		eo:   eo,
+		wasm: wasmbuild.BuildT(t, "examples/log-normalize"),
+		env:  newEnv(t, testinfra.ClickHouseOptions{Server: server}),
 	}
 	t.Cleanup(func() {
 		t.Logf("fault suite, profile %s, ClickHouse %s:\n%s", name, e.ch.Version, strings.Join(e.report, "\n"))
@@ -411,11 +278,11 @@ func faultSuite(t *testing.T, server testinfra.Server, eo bool) {
 		p := s.start("a")
 		for i := 0; i < 3; i++ {
 			time.Sleep(time.Duration(float64(n)/float64(prof.rate)/4*float64(time.Second)) + time.Second)
-			p.kill9()
+			p.Kill9()
 			p = s.start("a")
 		}
 		s.landed(produced, n)
-		p.term()
+		p.Drain(t)
 		dups := s.report(n)
 		// Duplicates can only come from what was inserted but not yet
 		// committed at each kill: at most three in-flight budgets' worth.
@@ -430,7 +297,7 @@ func faultSuite(t *testing.T, server testinfra.Server, eo bool) {
 		p := s.start("a")
 		s.outage(e.ch, 2*time.Second, prof.chOutage)
 		s.landed(produced, n)
-		p.term()
+		p.Drain(t)
 		if dups := s.report(n); dups != 0 {
 			if e.eo {
 				t.Errorf("%d duplicates after a ClickHouse outage with exactly-once delivery, want 0", dups)
@@ -445,7 +312,7 @@ func faultSuite(t *testing.T, server testinfra.Server, eo bool) {
 		p := s.start("a")
 		s.outage(e.kafka, 3*time.Second, 3*time.Second)
 		s.landed(produced, n)
-		p.term()
+		p.Drain(t)
 		if dups := s.report(n); dups != 0 && e.eo {
 			t.Errorf("%d duplicates after a broker restart with exactly-once delivery, want 0", dups)
 		}
@@ -461,9 +328,9 @@ func faultSuite(t *testing.T, server testinfra.Server, eo bool) {
 		// loaded machine its join can take longer than the sleep.
 		s.waitMembersAssigned(2, 2*time.Minute)
 		time.Sleep(time.Duration(float64(n) / float64(prof.rate) / 3 * float64(time.Second)))
-		b.term()
+		b.Drain(t)
 		s.landed(produced, n)
-		a.term()
+		a.Drain(t)
 		if dups := s.report(n); dups != 0 {
 			t.Errorf("%d duplicates across a clean join and leave, want 0", dups)
 		}
@@ -474,10 +341,10 @@ func faultSuite(t *testing.T, server testinfra.Server, eo bool) {
 		produced := s.produce(0, n, prof.rate)
 		p := s.start("a")
 		time.Sleep(time.Duration(float64(n) / float64(prof.rate) / 2 * float64(time.Second)))
-		p.term()
+		p.Drain(t)
 		p = s.start("a")
 		s.landed(produced, n)
-		p.term()
+		p.Drain(t)
 		if dups := s.report(n); dups != 0 {
 			t.Errorf("%d duplicates across SIGTERM and restart, want 0", dups)
 		}
@@ -495,7 +362,7 @@ func faultSuite(t *testing.T, server testinfra.Server, eo bool) {
 		time.Sleep(15 * time.Second)
 		proxy.SetRate(0)
 		s.waitDistinct(prof.backlog, 5*time.Minute)
-		p.term()
+		p.Drain(t)
 		if dups := s.report(prof.backlog); dups != 0 && e.eo {
 			t.Errorf("%d duplicates after a throttled backlog with exactly-once delivery, want 0", dups)
 		}
@@ -525,31 +392,30 @@ func faultSuite(t *testing.T, server testinfra.Server, eo bool) {
 		s.waitDistinct(n/40, time.Minute)
 		proxy.SetLatency(1500 * time.Millisecond)
 		time.Sleep(5 * time.Second)
-		if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		if err := a.Freeze(); err != nil {
 			t.Fatal(err)
 		}
 		// Past the session timeout and the rebalance that follows it:
 		// b commits every partition, a's included.
 		s.waitAllCommitsMove(2 * time.Minute)
-		if err := a.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		if err := a.Thaw(); err != nil {
 			t.Fatal(err)
 		}
 		s.landed(produced, n)
-		a.term()
-		b.term()
+		a.Drain(t)
+		b.Drain(t)
 		if dups := s.report(n); dups != 0 {
 			t.Errorf("%d duplicates after a member was frozen past its session and resumed, want 0", dups)
 		}
-		logA, _ := os.ReadFile(a.log)
-		logB, _ := os.ReadFile(b.log)
-		if !strings.Contains(string(logA), "partitions lost") {
+		logA, logB := a.Log(), b.Log()
+		if !strings.Contains(logA, "partitions lost") {
 			t.Errorf("member a, frozen past its session, never logged that it lost its partitions")
 		}
-		if !strings.Contains(string(logB), "recorded segments to replay") {
+		if !strings.Contains(logB, "recorded segments to replay") {
 			t.Errorf("member b never found segments a had recorded: the scenario did not test a replay")
 		}
 		t.Logf("member a: %d fenced commits or workers logged; member b: %d assignments with recorded segments to replay",
-			strings.Count(string(logA), "fenced"), strings.Count(string(logB), "recorded segments to replay"))
+			strings.Count(logA, "fenced"), strings.Count(logB, "recorded segments to replay"))
 	})
 }
 
@@ -569,19 +435,19 @@ func (s *scenario) killsInFlight(n, kills int) {
 		s.waitDistinct(landed+n/30, 2*time.Minute)
 		proxy.SetLatency(300 * time.Millisecond)
 		time.Sleep(1500 * time.Millisecond)
-		p.kill9()
+		p.Kill9()
 		proxy.SetLatency(0)
 		open += s.recordedSegments()
 		p = s.start("a")
 	}
 	s.landed(produced, n)
-	p.term()
+	p.Drain(t)
 	dups := s.report(n)
 	if dups != 0 {
 		t.Errorf("%d duplicates after %d kills with exactly-once delivery, want 0", dups, kills)
 	}
-	out, _ := os.ReadFile(p.log)
-	replays := strings.Count(string(out), "recorded segments to replay")
+	// The log holds every start of instance a.
+	replays := strings.Count(p.Log(), "recorded segments to replay")
 	t.Logf("partitions with recorded segments at the kills: %d; assignments that found segments to replay: %d", open, replays)
 	if open == 0 || replays == 0 {
 		t.Errorf("no kill left a recorded segment to replay: the scenario did not test a replay")
@@ -600,23 +466,11 @@ func (s *scenario) proxy() *testinfra.Proxy {
 	return p
 }
 
-// admin is an admin client of the scenario's broker, closed when the
-// scenario ends.
-func (s *scenario) admin() *kadm.Client {
-	s.t.Helper()
-	cl, err := s.e.kafka.NewClient()
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	s.t.Cleanup(cl.Close)
-	return kadm.NewClient(cl)
-}
-
 // recordedSegments counts the scenario's partitions whose committed
 // metadata lists exactly-once segments.
 func (s *scenario) recordedSegments() int {
 	s.t.Helper()
-	adm := s.admin()
+	adm := s.e.admin(s.t)
 	var (
 		resps kadm.OffsetResponses
 		err   error
@@ -643,7 +497,7 @@ func (s *scenario) recordedSegments() int {
 // of the scenario's topic has moved past where it was when called.
 func (s *scenario) waitAllCommitsMove(d time.Duration) {
 	s.t.Helper()
-	adm := s.admin()
+	adm := s.e.admin(s.t)
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	committed := func() map[int32]int64 {
@@ -682,30 +536,10 @@ func (s *scenario) waitAllCommitsMove(d time.Duration) {
 // with n members that each own at least one partition.
 func (s *scenario) waitMembersAssigned(n int, d time.Duration) {
 	s.t.Helper()
-	adm := s.admin()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	last := "not described yet"
-	for {
-		groups, err := adm.DescribeGroups(ctx, "g_"+s.name)
-		if err == nil {
-			g := groups["g_"+s.name]
-			owning := 0
-			for _, m := range g.Members {
-				if c, ok := m.Assigned.AsConsumer(); ok && len(c.Topics) > 0 {
-					owning++
-				}
-			}
-			if g.State == "Stable" && len(g.Members) == n && owning == n {
-				return
-			}
-			last = fmt.Sprintf("state %s, %d members, %d owning partitions", g.State, len(g.Members), owning)
-		} else {
-			last = err.Error()
-		}
-		if ctx.Err() != nil {
-			s.t.Fatalf("group g_%s did not have %d members owning partitions within %s: %s", s.name, n, d, last)
-		}
-		time.Sleep(200 * time.Millisecond)
+	ok, last := waitGroup(s.e.admin(s.t), "g_"+s.name, d, nil, func(g groupState) bool {
+		return g.state == "Stable" && g.members == n && g.owning == n
+	})
+	if !ok {
+		s.t.Fatalf("group g_%s did not have %d members owning partitions within %s: %s", s.name, n, d, last)
 	}
 }
