@@ -138,11 +138,19 @@ func fileSHA256(t *testing.T, path string) string {
 // binary, minutes later.)
 func TestSuiteConfigsParse(t *testing.T) {
 	fake := &env{kafka: &testinfra.Kafka{Addr: "127.0.0.1:9092"}, ch: &testinfra.ClickHouse{Addr: "127.0.0.1:9000"}}
+	chaos := func(eo bool) *sluiceConfig {
+		r := &chaosRun{prof: chaosProfile{shutdown: 10 * time.Second, eo: eo}, dir: "/run", group: "chaos-s1", dlq: "chaos-s1-dlq",
+			acme: chaosTenant{id: "acme", topic: "chaos-s1-acme", table: "chaos_acme_s1"},
+			beta: chaosTenant{id: "beta", topic: "chaos-s1-beta", table: "chaos_beta_s1"},
+			env:  &chaosEnv{env: fake, v1: "/v1.wasm", cacheDir: "/cache"}}
+		return r.config("a", "127.0.0.1:7001")
+	}
 	fault := func(eo bool) *sluiceConfig {
 		return faultConfig(fake.kafka.Addr, fake.ch.Addr, "kill9", "t_kill9", "logs_kill9", "/log-normalize.wasm", "/cache", "a", eo)
 	}
 	for name, cfg := range map[string]*sluiceConfig{
 		"faults": fault(false), "faults exactly once": fault(true),
+		"chaos": chaos(false), "chaos exactly once": chaos(true),
 	} {
 		raw, err := yaml.Marshal(cfg)
 		if err != nil {

@@ -1,5 +1,5 @@
-// Package e2e holds sluice's whole-binary suites, the fault suite
-// (TestFaults) first. Each builds cmd/sluice once, runs it as a
+// Package e2e holds sluice's whole-binary suites: the fault suite
+// (TestFaults) and the randomized fault injector (TestChaos). Each builds cmd/sluice once, runs it as a
 // child process against the real Kafka broker and ClickHouse servers of
 // internal/testinfra, and judges it only by what it leaves behind: rows in
 // ClickHouse, committed offsets and dead letters in Kafka, its logs, exit
@@ -10,6 +10,6 @@
 // The suites share one environment (env: the servers and the binary), one
 // process supervisor (sluiceProc: start, kill -9, SIGTERM, freeze, logs,
 // peak RSS) and one config builder (sluiceConfig, marshalled to YAML).
-// Under go test -short they skip; the task faults of Taskfile.yml runs
-// the fault suite's full profile.
+// Under go test -short they skip; the tasks faults and chaos of
+// Taskfile.yml run their full profiles.
 package e2e

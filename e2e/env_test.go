@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -151,6 +152,17 @@ func (e *env) waitCount(t *testing.T, sql string, want int) {
 	}, func(n int) string { return fmt.Sprintf("%s: %d of %d, no progress for a minute", sql, n, want) })
 }
 
+// freeAddr returns a loopback address nothing listens on now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
 // committedOffsets sums group's committed offsets of topic's partitions
 // and their end offsets; a partition with no commit counts as 0.
 func committedOffsets(t *testing.T, adm *kadm.Client, group, topic string) (committed, end int64) {
@@ -252,6 +264,11 @@ func logLines(seed uint64, n int) [][]byte {
 	}
 	return out
 }
+
+// eventsDDL is the table of engine/testdata/versioned and
+// examples/adversarial/init-fails-later: a row per record, with the
+// module's version.
+const eventsDDL = "CREATE TABLE %s (topic String, partition Int32, offset Int64, version String, value String) ENGINE = MergeTree ORDER BY (topic, partition, offset)"
 
 // dedupWindow is the smallest non_replicated_deduplication_window that
 // delivery: exactly_once accepts (docs/operations.md).

@@ -226,3 +226,48 @@ func logTail(path string, n int) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// warnTail is the last n WARN and ERROR lines of a sluice log.
+func warnTail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.Contains(l, "level=WARN") || strings.Contains(l, "level=ERROR") {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out[max(0, len(out)-n):], "\n")
+}
+
+// scanLog finds a Go panic or fatal error and the last error line in a
+// process's output.
+func scanLog(path string) (panicLine, lastErr string) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", ""
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if panicLine == "" && (strings.HasPrefix(line, "panic: ") || strings.HasPrefix(line, "fatal error: ")) {
+			panicLine = line
+		}
+		if strings.Contains(line, "level=ERROR") || strings.HasPrefix(line, "sluice run: ") || strings.HasPrefix(line, "error: ") {
+			lastErr = line
+		}
+	}
+	if len(lastErr) > 400 {
+		lastErr = lastErr[:400] + "…"
+	}
+	return panicLine, lastErr
+}
+
+func countInFile(path, s string) int {
+	b, _ := os.ReadFile(path)
+	return strings.Count(string(b), s)
+}

@@ -2,6 +2,8 @@ package engine_test
 
 import (
 	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -17,8 +19,8 @@ import (
 	"github.com/sluicehq/sluice/internal/wasmbuild"
 )
 
-// The binary and the process the chaos and isolation suites still share
-// here; the fault suite is in package e2e.
+// The binary, the process and the token hash the isolation suite still
+// uses here; the fault and chaos suites are in package e2e.
 
 var (
 	buildOnce sync.Once
@@ -100,4 +102,9 @@ func (p *proc) term() {
 	case <-time.After(40 * time.Second):
 		p.s.t.Fatalf("sluice %s did not drain within 40s", p.name)
 	}
+}
+
+func tokenHash(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return "sha256:" + hex.EncodeToString(sum[:])
 }

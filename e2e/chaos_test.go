@@ -1,9 +1,8 @@
-package engine_test
+package e2e
 
 import (
 	"context"
 	"fmt"
-	"os"
 	"regexp"
 	"sort"
 	"strings"
@@ -41,20 +40,16 @@ import (
 // SLUICE_CHAOS_SKIP=oversized_dlq,init_fail leaves fault kinds out (a skip
 // changes the plan a seed draws).
 func TestChaos(t *testing.T) {
-	if testing.Short() {
-		t.Skip("the chaos run needs the real broker and ClickHouse")
-	}
+	testinfra.SkipShort(t)
 	// Mostly waiting on held faults and quiescence, with servers of its
-	// own: it runs beside the fault suite, after the package's other tests.
+	// own: it runs beside the fault suite.
 	t.Parallel()
 	prof := chaosProfileFromEnv(t)
 	env := &chaosEnv{
-		bin:      buildSluice(t),
-		v1:       wasmbuild.BuildVersionT(t, versionedModule, "v1"),
+		v1:       wasmbuild.BuildVersionT(t, "engine/testdata/versioned", "v1"),
 		initFail: wasmbuild.BuildVersionT(t, "examples/adversarial/init-fails-later", "period=4"),
 		cacheDir: t.TempDir(),
-		ch:       testinfra.ClickHouseT(t, chaosServer(prof)),
-		kafka:    testinfra.KafkaT(t),
+		env:      newEnv(t, chaosServer(prof)),
 	}
 	var (
 		mu     sync.Mutex
@@ -148,7 +143,7 @@ func runChaosSeed(t *testing.T, env *chaosEnv, prof chaosProfile, seed uint64) (
 	plan := chaosPlan(r.rng, prof)
 	r.plan = plan
 	t.Logf("seed %d: %v", seed, plan)
-	t.Logf("reproduce: SLUICE_CHAOS_SEED=%d SLUICE_CHAOS_SEEDS=1 go test -count=1 -run 'TestChaos$' -v ./engine/", seed)
+	t.Logf("reproduce: SLUICE_CHAOS_SEED=%d SLUICE_CHAOS_SEEDS=1 go test -count=1 -run 'TestChaos$' -v ./e2e/", seed)
 	t.Cleanup(func() {
 		// On a failed run, end what is left; the timeline and the log tails
 		// say what happened.
@@ -353,23 +348,6 @@ func healServers(t *testing.T, env *chaosEnv) {
 	}
 }
 
-func logTail(path string, n int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err.Error()
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
-
-func countInFile(path, s string) int {
-	b, _ := os.ReadFile(path)
-	return strings.Count(string(b), s)
-}
-
 // testChaosChecker feeds the checker a partition whose fate is known,
 // written without sluice: ten records, rows for eight of them (one twice,
 // one with the wrong value), one dead-lettered, the group's offset
@@ -408,9 +386,9 @@ func testChaosChecker(t *testing.T, env *chaosEnv, prof chaosProfile) {
 		t.Fatal(err)
 	}
 	dl := &kgo.Record{Topic: r.dlq, Value: values[7], Headers: []kgo.RecordHeader{
-		{Key: "sluice.source.topic", Value: []byte(r.acme.topic)},
-		{Key: "sluice.source.partition", Value: []byte("0")},
-		{Key: "sluice.source.offset", Value: []byte("7")},
+		{Key: headerSourceTopic, Value: []byte(r.acme.topic)},
+		{Key: headerSourcePartition, Value: []byte("0")},
+		{Key: headerSourceOffset, Value: []byte("7")},
 	}}
 	if err := cl.ProduceSync(ctx, dl).FirstErr(); err != nil {
 		t.Fatal(err)
@@ -437,19 +415,4 @@ func testChaosChecker(t *testing.T, env *chaosEnv, prof chaosProfile) {
 			t.Errorf("checker on a known partition: %s, want %s (%v)", got, want, c.corrupt)
 		}
 	}
-}
-
-// warnTail is the last n WARN and ERROR lines of a sluice log.
-func warnTail(path string, n int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err.Error()
-	}
-	var out []string
-	for _, l := range strings.Split(string(b), "\n") {
-		if strings.Contains(l, "level=WARN") || strings.Contains(l, "level=ERROR") {
-			out = append(out, l)
-		}
-	}
-	return strings.Join(out[max(0, len(out)-n):], "\n")
 }
