@@ -145,12 +145,20 @@ func TestSuiteConfigsParse(t *testing.T) {
 			env:  &chaosEnv{env: fake, v1: "/v1.wasm", cacheDir: "/cache"}}
 		return r.config("a", "127.0.0.1:7001")
 	}
+	hostile := []isoPipeline{
+		{name: "grow", module: "/table-grow.wasm", table: "adv", run: "mix1"},
+		{name: "initfail", module: "/init-fails-later.wasm", table: "a_events", params: map[string]string{"table": "a_events"}, run: "mix1"},
+	}
+	iso := func(a []isoPipeline, b bool) *sluiceConfig {
+		return isoConfig(fake.kafka.Addr, fake.ch.Addr, "mix1", "/cache", "/store", "127.0.0.1:7002", "127.0.0.1:7003", "/log-normalize.wasm", a, b)
+	}
 	fault := func(eo bool) *sluiceConfig {
 		return faultConfig(fake.kafka.Addr, fake.ch.Addr, "kill9", "t_kill9", "logs_kill9", "/log-normalize.wasm", "/cache", "a", eo)
 	}
 	for name, cfg := range map[string]*sluiceConfig{
 		"faults": fault(false), "faults exactly once": fault(true),
 		"chaos": chaos(false), "chaos exactly once": chaos(true),
+		"isolation solo": iso(nil, true), "isolation mix": iso(hostile, true), "isolation member 2": iso(hostile[:1], false),
 	} {
 		raw, err := yaml.Marshal(cfg)
 		if err != nil {

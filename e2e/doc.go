@@ -1,5 +1,6 @@
 // Package e2e holds sluice's whole-binary suites: the fault suite
-// (TestFaults) and the randomized fault injector (TestChaos). Each builds cmd/sluice once, runs it as a
+// (TestFaults), the randomized fault injector (TestChaos) and the isolation
+// suite (TestIsolationSuite). Each builds cmd/sluice once, runs it as a
 // child process against the real Kafka broker and ClickHouse servers of
 // internal/testinfra, and judges it only by what it leaves behind: rows in
 // ClickHouse, committed offsets and dead letters in Kafka, its logs, exit
@@ -10,6 +11,6 @@
 // The suites share one environment (env: the servers and the binary), one
 // process supervisor (sluiceProc: start, kill -9, SIGTERM, freeze, logs,
 // peak RSS) and one config builder (sluiceConfig, marshalled to YAML).
-// Under go test -short they skip; the tasks faults and chaos of
-// Taskfile.yml run their full profiles.
+// Under go test -short they skip; the tasks faults, chaos and isolation
+// of Taskfile.yml run their full profiles.
 package e2e

@@ -97,20 +97,6 @@ func committedEnd(t *testing.T, e *tenantEnv, group, topic string) bool {
 	return all
 }
 
-// committedOffsets sums group's committed offsets of topic's partitions
-// and their end offsets; a partition with no commit counts as 0.
-func committedOffsets(t *testing.T, e *tenantEnv, group, topic string) (committed, end int64) {
-	t.Helper()
-	ends, offs := topicOffsets(t, e, group, topic)
-	ends.Each(func(o kadm.ListedOffset) {
-		end += o.Offset
-		if c, ok := offs.Lookup(topic, o.Partition); ok {
-			committed += min(c.At, o.Offset)
-		}
-	})
-	return committed, end
-}
-
 // waitProgress calls read every interval until it reports done, failing
 // t with stuck's message only when read's value stays the same for stall:
 // a loaded machine is slow, not stuck.

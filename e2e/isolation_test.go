@@ -1,4 +1,4 @@
-package engine_test
+package e2e
 
 import (
 	"bytes"
@@ -12,14 +12,12 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/internal/testinfra"
 	"github.com/sluicehq/sluice/internal/wasmbuild"
 )
 
@@ -98,83 +96,12 @@ type isoPipeline struct {
 // records.
 func (p isoPipeline) topic() string { return "a-" + p.name + "-" + p.run }
 
-// freeAddr returns a loopback address nothing listens on now.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
-// isoRun is one start of sluice with its config.
+// isoRun is one start of sluice with its config, and the addresses of
+// its observability and admin listeners.
 type isoRun struct {
-	t       *testing.T
-	dir     string
+	*sluiceProc
 	obsAddr string
 	admAddr string
-	p       *proc
-	started time.Time
-	peak    *scenario // holds the peak RSS sampled by proc.sampleRSS
-}
-
-// startSluice writes cfg and starts the binary on it; a background one
-// runs at a lower CPU priority (nice 10: it still joins its group on a busy machine).
-func startSluice(t *testing.T, bin, dir, name, cfg string, background bool) *isoRun {
-	t.Helper()
-	path := filepath.Join(dir, name+".yaml")
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	r := &isoRun{t: t, dir: dir, peak: &scenario{t: t}, started: time.Now()}
-	r.p = &proc{s: r.peak, name: name, log: filepath.Join(dir, name+".log"), done: make(chan error, 1)}
-	logf, err := os.Create(r.p.log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.p.cmd = exec.Command(bin, "run", "-config", path)
-	if background {
-		// nice execs the binary: the PID, and so the RSS sampled, is sluice's.
-		r.p.cmd = exec.Command("nice", "-n", "10", bin, "run", "-config", path)
-	}
-	r.p.cmd.Stdout, r.p.cmd.Stderr = logf, logf
-	r.p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := r.p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		err := r.p.cmd.Wait()
-		logf.Close()
-		r.p.done <- err
-	}()
-	go r.p.sampleRSS()
-	t.Cleanup(func() {
-		if r.p.cmd.ProcessState == nil {
-			_ = r.p.cmd.Process.Kill()
-		}
-		if t.Failed() {
-			out, _ := os.ReadFile(r.p.log)
-			lines := strings.Split(string(out), "\n")
-			if len(lines) > 40 {
-				lines = lines[len(lines)-40:]
-			}
-			t.Logf("sluice %s log tail:\n%s", name, strings.Join(lines, "\n"))
-		}
-	})
-	return r
-}
-
-// exited reports whether the process has ended, and how.
-func (r *isoRun) exited() (bool, error) {
-	select {
-	case err := <-r.p.done:
-		r.p.done <- err
-		return true, err
-	default:
-		return false, nil
-	}
 }
 
 func (r *isoRun) ready() (bool, string) {
@@ -199,7 +126,7 @@ type dlqWatch struct {
 	done      chan struct{}
 }
 
-func watchDLQ(t *testing.T, e *tenantEnv, topic string) *dlqWatch {
+func watchDLQ(t *testing.T, e *env, topic string) *dlqWatch {
 	t.Helper()
 	cl, err := e.kafka.NewClient(kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxBytes(8<<20))
 	if err != nil {
@@ -217,9 +144,9 @@ func watchDLQ(t *testing.T, e *tenantEnv, topic string) *dlqWatch {
 				cut := false
 				for _, h := range r.Headers {
 					switch h.Key {
-					case engine.HeaderTopic:
+					case headerSourceTopic:
 						src = string(h.Value)
-					case engine.HeaderTruncated:
+					case headerTruncated:
 						cut = true
 					}
 				}
@@ -255,13 +182,13 @@ type bSample struct {
 
 // bDrain waits until B's table holds want rows, failing only when none
 // lands for a minute or the process exits; it returns every reading.
-func bDrain(t *testing.T, e *tenantEnv, r *isoRun, want int) []bSample {
+func bDrain(t *testing.T, e *env, r *isoRun, want int) []bSample {
 	t.Helper()
 	var samples []bSample
 	waitProgress(t, 20*time.Millisecond, time.Minute, func() (int, bool) {
-		c := queryInt(t, e.ch, "SELECT count() FROM logs")
+		c := e.queryInt(t, "SELECT count() FROM logs")
 		samples = append(samples, bSample{time.Now(), c})
-		if gone, err := r.exited(); gone && c < want {
+		if gone, err := r.Exited(); gone && c < want {
 			t.Fatalf("sluice exited (%v) with %d of %d of B's rows landed", err, c, want)
 		}
 		return c, c >= want
@@ -349,11 +276,11 @@ func TestIsolationSuite(t *testing.T) {
 		case len(failures) > 0:
 			t.Logf("isolation suite failures (%d):\n  %s", len(failures), strings.Join(failures, "\n  "))
 		case t.Failed():
-			t.Log("isolation suite failed: a fatal error above stopped it (its line is the first with \"isolation_suite_test.go\" and no rate)")
+			t.Log("isolation suite failed: a fatal error above stopped it (its line is the first with \"isolation_test.go\" and no rate)")
 		}
 	})
 	prof := isoProfileFromEnv()
-	bin := buildSluice(t)
+	e := newEnv(t, testinfra.ClickHouseOptions{})
 	advDir := t.TempDir()
 	if out, err := exec.Command("go", "run", filepath.Join(wasmbuild.RepoRoot(), "examples/adversarial/build"), "-out", advDir).CombinedOutput(); err != nil {
 		t.Fatalf("build the adversarial modules: %v\n%s", err, out)
@@ -402,113 +329,36 @@ func TestIsolationSuite(t *testing.T) {
 	}
 	// B drains the same backlog in every run, each run in a consumer group
 	// of its own; A's topics and the dead-letter topic are made per run.
-	topics := map[string]int{"b-logs": isoPartitionsB}
 	advDDL := "CREATE TABLE %s (offset UInt64, value String) ENGINE = MergeTree ORDER BY offset"
-	logsAs := func(table string) string {
-		return strings.Replace(readSchema(t), "CREATE TABLE logs", "CREATE TABLE "+table, 1)
-	}
-	e := newTenantEnv(t, topics, readSchema(t), logsAs("a_logs"), logsAs("a_perm"),
+	e.exec(t, logsDDL(t, "logs"), logsDDL(t, "a_logs"), logsDDL(t, "a_perm"),
 		fmt.Sprintf(advDDL, "adv"), fmt.Sprintf(advDDL, "adv_big"),
 		fmt.Sprintf(eventsDDL, "a_events"))
+	e.createTopic(t, "b-logs", isoPartitionsB)
+	adm := e.admin(t)
 	ctx := context.Background()
-	produceTo(t, e, "b-logs", logLines(1, prof.bRecords))
+	e.produce(t, "b-logs", logLines(1, prof.bRecords))
 	// prepare makes run's topics and A's records, and empties A's tables.
 	prepare := func(run string, a []isoPipeline) {
 		t.Helper()
-		if err := e.kafka.CreateTopic(ctx, "dlq-"+run, 1); err != nil {
-			t.Fatal(err)
-		}
+		e.createTopic(t, "dlq-"+run, 1)
 		for _, table := range []string{"adv", "adv_big", "a_logs", "a_perm", "a_events"} {
-			if err := e.ch.Exec(ctx, "TRUNCATE TABLE IF EXISTS "+table); err != nil {
-				t.Fatal(err)
-			}
+			e.exec(t, "TRUNCATE TABLE IF EXISTS "+table)
 		}
 		for _, p := range a {
-			if err := e.kafka.CreateTopic(ctx, p.topic(), 1); err != nil {
-				t.Fatal(err)
-			}
+			e.createTopic(t, p.topic(), 1)
 			if p.name == "logs" {
-				cl, err := e.kafka.NewClient()
-				if err != nil {
-					t.Fatal(err)
-				}
-				big := "4194304"
-				_, err = kadm.NewClient(cl).AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "max.message.bytes", Value: &big}}, p.topic())
-				cl.Close()
-				if err != nil {
-					t.Fatal(err)
-				}
+				e.allowRecordBytes(t, adm, p.topic(), 4<<20)
 			}
 			if len(p.values) > 0 {
-				produceTo(t, e, p.topic(), p.values, kgo.ProducerBatchMaxBytes(4<<20))
+				e.produce(t, p.topic(), p.values, kgo.ProducerBatchMaxBytes(4<<20))
 			}
 		}
 	}
 	cacheDir := t.TempDir()
 
-	// config is the YAML of one run: B always, A's pipelines when given.
-	config := func(run, obs, adm string, a []isoPipeline, b bool) string {
-		var s strings.Builder
-		fmt.Fprintf(&s, `kafka:
-  brokers: [%s]
-  group: iso-%s
-  commit_interval: 500ms
-  session_timeout: 10s
-  revoke_timeout: 10s
-clickhouse:
-  addr: %s
-  retry_max: 1s
-  permanent_retry_interval: 1s
-dead_letter: {topic: dlq-%s}
-module:
-  cache_dir: %s
-shutdown_timeout: 30s
-observability:
-  listen: %s
-admin:
-  listen: %s
-  store_dir: %s
-  admin_tokens: ["%s"]
-tenants:
-`, e.kafka.Addr, run, e.ch.Addr, run, cacheDir, obs, adm, t.TempDir(), tokenHash("iso-admin"))
-		if b {
-			fmt.Fprintf(&s, `  - id: beta
-    max_inflight_bytes: %d
-    limits: {memory_bytes: %d}
-    pipelines:
-      - name: logs
-        topics: [b-logs]
-        tables: [logs]
-        module: {path: %s}
-`, isoBudgetB, isoMemB, logNormalize)
-		}
-		if len(a) > 0 {
-			fmt.Fprintf(&s, `  - id: acme
-    tokens: ["%s"]
-    max_inflight_bytes: %d
-    limits: {memory_bytes: %d, deadline: 100ms, max_output_bytes: %d, max_record_bytes: 2097152}
-    max_traps_per_minute: 2
-    trap_cooldown: 5s
-    pipelines:
-`, tokenHash("iso-acme"), isoBudgetA, isoMemA, isoMaxOutputA)
-			for _, p := range a {
-				fmt.Fprintf(&s, "      - name: %s\n        topics: [%s]\n        tables: [%s]\n        module: {path: %s", p.name, p.topic(), p.table, p.module)
-				if len(p.params) > 0 {
-					s.WriteString(", params: {")
-					first := true
-					for k, v := range p.params {
-						if !first {
-							s.WriteString(", ")
-						}
-						first = false
-						fmt.Fprintf(&s, "%s: %s", k, v)
-					}
-					s.WriteString("}")
-				}
-				s.WriteString("}\n")
-			}
-		}
-		return s.String()
+	// config is one run's: B always, A's pipelines when given.
+	config := func(run, obs, admin string, a []isoPipeline, b bool) *sluiceConfig {
+		return isoConfig(e.kafka.Addr, e.ch.Addr, run, cacheDir, t.TempDir(), obs, admin, logNormalize, a, b)
 	}
 
 	type result struct {
@@ -522,8 +372,7 @@ tenants:
 	measure := func(run string, a []isoPipeline, during func(r *isoRun, bDone <-chan struct{})) result {
 		t.Helper()
 		obs, adm := freeAddr(t), freeAddr(t)
-		r := startSluice(t, bin, t.TempDir(), run, config(run, obs, adm, a, true), false)
-		r.obsAddr, r.admAddr = obs, adm
+		r := &isoRun{sluiceProc: runSluice(t, e.bin, t.TempDir(), run, config(run, obs, adm, a, true), false), obsAddr: obs, admAddr: adm}
 		bDone := make(chan struct{})
 		var wg sync.WaitGroup
 		if during != nil {
@@ -553,13 +402,11 @@ tenants:
 	}
 	checkB := func(run string) {
 		t.Helper()
-		got := queryString(t, e.ch, "SELECT count(), uniqExact(toUInt64(attrs.value[indexOf(attrs.key, 'seq')])) FROM logs")
+		got := e.queryString(t, "SELECT count(), uniqExact("+seqExpr+") FROM logs")
 		if want := fmt.Sprintf("%d\t%d", prof.bRecords, prof.bRecords); got != want {
 			errorf("%s: B's (rows, distinct records) = %q, want %q (produced = landed)", run, got, want)
 		}
-		if err := e.ch.Exec(ctx, "TRUNCATE TABLE logs"); err != nil {
-			t.Fatal(err)
-		}
+		e.exec(t, "TRUNCATE TABLE logs")
 	}
 
 	type mixResult struct {
@@ -591,7 +438,7 @@ tenants:
 			wrong429, dotStatus int
 			stalledHeld         int
 			permReady           string
-			member2             *isoRun
+			member2             *sluiceProc
 			rebalanced          bool
 			mixedRun            *isoRun
 		)
@@ -599,8 +446,8 @@ tenants:
 			mixedRun = r
 			// The process is up (its start checks the tables, and the
 			// admin API listens) once B's first rows land.
-			for queryInt(t, e.ch, "SELECT count() FROM logs") == 0 {
-				if gone, _ := r.exited(); gone {
+			for e.queryInt(t, "SELECT count() FROM logs") == 0 {
+				if gone, _ := r.Exited(); gone {
 					return
 				}
 				time.Sleep(20 * time.Millisecond)
@@ -611,7 +458,7 @@ tenants:
 					errorf("%v", err)
 					return
 				}
-				produceTo(t, e, "a-perm-"+run, logLines(8, permRecords))
+				e.produce(t, "a-perm-"+run, logLines(8, permRecords))
 			}
 			if has["grow"] {
 				apiResults, wrong429, dotStatus, stalledHeld = abuseAdmin(t, r.admAddr, adv, prof.stalled)
@@ -622,8 +469,11 @@ tenants:
 				// crash-looping topic joins while B drains (a revoke
 				// during A's cool-downs) and leaves after. It stands for
 				// another host, so it yields the CPU to the process measured.
-				member2 = startSluice(t, bin, t.TempDir(), run+"-member2", config(run, freeAddr(t), freeAddr(t), crash, false), true)
-				rebalanced = waitMembers(t, e, "iso-"+run, 2, member2)
+				member2 = runSluice(t, e.bin, t.TempDir(), run+"-member2", config(run, freeAddr(t), freeAddr(t), crash, false), true)
+				rebalanced, _ = waitGroup(adm, "iso-"+run, 2*time.Minute, func() bool {
+					gone, _ := member2.Exited()
+					return gone
+				}, func(g groupState) bool { return g.members >= 2 })
 			}
 			if has["perm"] {
 				// Class 8 is visible in /readyz.
@@ -640,14 +490,14 @@ tenants:
 		if mixedRun == nil {
 			t.Fatalf("%s: sluice never ran", run)
 		}
-		if gone, err := mixedRun.exited(); gone {
+		if gone, err := mixedRun.Exited(); gone {
 			errorf("%s: sluice exited while B drained: %v", run, err)
 		}
 		if member2 != nil {
-			if gone, err := member2.exited(); gone {
+			if gone, err := member2.Exited(); gone {
 				errorf("9: member 2 exited: %v", err)
 			} else {
-				member2.p.term()
+				member2.Drain(t)
 			}
 			if !rebalanced {
 				errorf("%v", "9: the second member never joined the group")
@@ -659,26 +509,24 @@ tenants:
 			if permReady == "" {
 				errorf("%v", "8 permanent insert error: /readyz never named a_perm")
 			}
-			if err := e.ch.Exec(ctx, logsAs("a_perm")); err != nil {
-				t.Fatal(err)
-			}
-			waitCount(t, e, "SELECT count() FROM a_perm", permRecords)
+			e.exec(t, logsDDL(t, "a_perm"))
+			e.waitCount(t, "SELECT count() FROM a_perm", permRecords)
 		}
 		if has["big"] {
-			waitCount(t, e, "SELECT count() FROM adv_big", prof.bigCount)
+			e.waitCount(t, "SELECT count() FROM adv_big", prof.bigCount)
 			// A few rows a block: in the full profile (1,000 rows of 4 MiB)
 			// this check once went over 18.16's 3.73 GiB limit for a query.
-			if got := queryInt(t, e.ch, fmt.Sprintf("SELECT count() FROM adv_big WHERE length(value) = %d SETTINGS max_block_size = 8", prof.bigBytes)); got != prof.bigCount {
+			if got := e.queryInt(t, fmt.Sprintf("SELECT count() FROM adv_big WHERE length(value) = %d SETTINGS max_block_size = 8", prof.bigBytes)); got != prof.bigCount {
 				errorf("4 output ≫ input: %d of %d big rows landed whole", got, prof.bigCount)
 			}
 		}
 		if has["logs"] {
-			waitCount(t, e, "SELECT count() FROM a_logs", 100)
+			e.waitCount(t, "SELECT count() FROM a_logs", 100)
 		}
 		if has["poison"] {
 			// Only panic-every-1000 writes rows to adv: the others there
 			// trap, loop or write nothing.
-			waitCount(t, e, "SELECT count() FROM adv", prof.poison*1000-2*prof.poison)
+			e.waitCount(t, "SELECT count() FROM adv", prof.poison*1000-2*prof.poison)
 		}
 		// The classes that trap on every record go as fast as the
 		// crash-loop policy lets them (a cool-down after each few traps),
@@ -687,10 +535,10 @@ tenants:
 		// done, and a topic of small records is polled in one batch, so
 		// the dead letters are the progress to watch until the commit.
 		for _, p := range a {
-			committed, end := committedOffsets(t, e, "iso-"+run, p.topic())
+			committed, end := committedOffsets(t, adm, "iso-"+run, p.topic())
 			dead, _, _ := w.get(p.topic())
 			for moved := time.Now(); committed < end; time.Sleep(200 * time.Millisecond) {
-				c, n := committedOffsets(t, e, "iso-"+run, p.topic())
+				c, n := committedOffsets(t, adm, "iso-"+run, p.topic())
 				d, _, _ := w.get(p.topic())
 				if c != committed || n != end || d != dead {
 					committed, end, dead, moved = c, n, d, time.Now()
@@ -702,11 +550,11 @@ tenants:
 				}
 			}
 		}
-		if gone, err := mixedRun.exited(); gone {
+		if gone, err := mixedRun.Exited(); gone {
 			errorf("%s: sluice exited: %v", run, err)
 		}
-		peak := mixedRun.peak.peakRSS.Load()
-		mixedRun.p.term()
+		peak := mixedRun.PeakRSS()
+		mixedRun.Drain(t)
 		w.stop()
 		bound := isoRSSBound(len(a), len(a))
 		if peak > bound {
@@ -742,7 +590,7 @@ tenants:
 					errorf("%s: %d dead-lettered, want %d", p.class, n, 2*prof.poison)
 				}
 			case "initfail":
-				rows := queryInt(t, e.ch, "SELECT count() FROM a_events")
+				rows := e.queryInt(t, "SELECT count() FROM a_events")
 				if rows+n != len(p.values) {
 					errorf("%s: %d rows and %d dead-lettered of %d records", p.class, rows, n, len(p.values))
 				}
@@ -776,9 +624,9 @@ tenants:
 	solo := func(run string) float64 {
 		t.Helper()
 		r := measure(run, nil, nil)
-		r.r.p.term()
+		r.r.Drain(t)
 		checkB(run)
-		t.Logf("%s: tenant B alone %.0f rows/s, peak RSS %d MiB", run, r.rate, r.r.peak.peakRSS.Load()>>20)
+		t.Logf("%s: tenant B alone %.0f rows/s, peak RSS %d MiB", run, r.rate, r.r.PeakRSS()>>20)
 		return r.rate
 	}
 
@@ -894,20 +742,41 @@ func abuseAdmin(t *testing.T, addr string, adv func(string) string, stalled int)
 	return results, wrong429, dotStatus, held
 }
 
-// waitMembers waits until group has n members, or m exits; it reports
-// whether they joined.
-func waitMembers(t *testing.T, e *tenantEnv, group string, n int, m *isoRun) bool {
-	t.Helper()
-	adm, done := kafkaAdmin(t, e)
-	defer done()
-	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		if gone, _ := m.exited(); gone {
-			return false
-		}
-		groups, err := adm.DescribeGroups(context.Background(), group)
-		if err == nil && len(groups[group].Members) >= n {
-			return true
-		}
+// isoConfig is the config of one run of the isolation suite: tenant B's
+// pipeline when b, tenant A's hostile pipelines a when given.
+func isoConfig(broker, chAddr, run, cacheDir, storeDir, obs, admin, logNormalize string, a []isoPipeline, b bool) *sluiceConfig {
+	cfg := &sluiceConfig{
+		Kafka: kafkaConfig{
+			Brokers: []string{broker}, Group: "iso-" + run, CommitInterval: duration(500 * time.Millisecond),
+			SessionTimeout: duration(10 * time.Second), RevokeTimeout: duration(10 * time.Second),
+		},
+		ClickHouse: clickhouseConfig{Addr: chAddr, RetryMax: duration(time.Second),
+			PermanentRetryInterval: duration(time.Second)},
+		DeadLetter:      deadLetterConfig{Topic: "dlq-" + run},
+		Module:          moduleConfig{CacheDir: cacheDir},
+		ShutdownTimeout: duration(30 * time.Second),
+		Observability:   observabilityConfig{Listen: obs},
+		Admin:           adminConfig{Listen: admin, StoreDir: storeDir, AdminTokens: []string{tokenHash("iso-admin")}},
 	}
-	return false
+	if b {
+		cfg.Tenants = append(cfg.Tenants, tenantConfig{
+			ID: "beta", MaxInflightBytes: isoBudgetB, Limits: limitsConfig{MemoryBytes: isoMemB},
+			Pipelines: []pipelineConfig{{Name: "logs", Topics: []string{"b-logs"}, Tables: []string{"logs"},
+				Module: pipelineModuleConfig{Path: logNormalize}}},
+		})
+	}
+	if len(a) > 0 {
+		acme := tenantConfig{
+			ID: "acme", Tokens: []string{tokenHash("iso-acme")}, MaxInflightBytes: isoBudgetA,
+			Limits: limitsConfig{MemoryBytes: isoMemA, Deadline: duration(100 * time.Millisecond),
+				MaxOutputBytes: isoMaxOutputA, MaxRecordBytes: 2 << 20},
+			MaxTrapsPerMinute: 2, TrapCooldown: duration(5 * time.Second),
+		}
+		for _, p := range a {
+			acme.Pipelines = append(acme.Pipelines, pipelineConfig{Name: p.name, Topics: []string{p.topic()}, Tables: []string{p.table},
+				Module: pipelineModuleConfig{Path: p.module, Params: p.params}})
+		}
+		cfg.Tenants = append(cfg.Tenants, acme)
+	}
+	return cfg
 }
