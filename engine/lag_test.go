@@ -1,8 +1,6 @@
 package engine
 
 import (
-	"context"
-	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -244,88 +242,4 @@ func BenchmarkLagObserve(b *testing.B) {
 		}
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/64, "ns/batch")
 	})
-}
-
-// TestLagOfBatchSealedMidway: a batch whose output fills chunks while it
-// is still being processed (bisected into calls whose output reaches
-// chunk_bytes each, every chunk sealed before the worker is done with the
-// batch) gives one sample per chunk, inserted into a real ClickHouse; the
-// module stage of each ends at its chunk's seal, so their seal stage is 0
-// however the inserts race with the worker, and the stage sums add up to
-// the end-to-end sum.
-func TestLagOfBatchSealedMidway(t *testing.T) {
-	ctx := context.Background()
-	e := malformedRowsWorker(t, ctx, true)
-	p, w, a, tp := e.p, e.w, e.a, e.w.tp
-	const n, rowBytes = 16, 1 << 20
-	var recs []*kgo.Record
-	polled := time.Now()
-	for off := range int64(n) {
-		recs = append(recs, &kgo.Record{Topic: tp.topic, Offset: off, Value: fmt.Appendf(nil, "big:%d", rowBytes),
-			Timestamp: time.UnixMilli(polled.UnixMilli() - 1000 + off)})
-	}
-	b := polledBatch{recs: recs, ack: a.track(0, eo(n-1), 100*n), ctx: ctx, span: trace.SpanFromContext(ctx)}
-	b.ack.stampPolled(polled, polled.UnixMilli()-1000)
-	if err := w.process(ctx, b); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.sealAll(ctx); err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if wm, ok := a.watermark(); ok && wm.Offset == n {
-			break
-		}
-		select {
-		case err := <-e.sinkDone:
-			t.Fatalf("sink stopped: %v", err)
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-
-	fams, err := p.metrics.registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var total *dto.Histogram
-	stages := map[string]*dto.Histogram{}
-	for _, f := range fams {
-		for _, mt := range f.Metric {
-			switch f.GetName() {
-			case "sluice_end_to_end_seconds":
-				total = mt.Histogram
-			case "sluice_stage_seconds":
-				for _, l := range mt.Label {
-					if l.GetName() == "stage" {
-						stages[l.GetValue()] = mt.Histogram
-					}
-				}
-			}
-		}
-	}
-	chunks := p.sink.Stats().InsertedChunks
-	if total == nil || total.GetSampleCount() != uint64(chunks) || chunks < 4 {
-		t.Fatalf("end-to-end histogram %v for %d chunks of one batch, want a sample per chunk (at least 4)", total, chunks)
-	}
-	var sum float64
-	for _, name := range stageNames {
-		h := stages[name]
-		if h.GetSampleCount() != total.GetSampleCount() {
-			t.Errorf("stage %s: %d samples, want %d", name, h.GetSampleCount(), total.GetSampleCount())
-		}
-		sum += h.GetSampleSum()
-	}
-	if d := math.Abs(sum - total.GetSampleSum()); d > lagSumTolerance*total.GetSampleSum() {
-		t.Errorf("stage sums add up to %v, end-to-end sum %v", sum, total.GetSampleSum())
-	}
-	if s := stages["seal"].GetSampleSum(); s != 0 {
-		t.Errorf("chunks sealed mid-batch spent %vs in the seal stage, want 0", s)
-	}
-	// The oldest record was 1 s old at the poll, to the millisecond.
-	if s := stages["broker"].GetSampleSum(); s < float64(chunks) || s > float64(chunks)*1.001 {
-		t.Errorf("broker stage sum %vs, want 1 s per chunk", s)
-	}
-	if stages["module"].GetSampleSum() <= 0 || stages["insert"].GetSampleSum() <= 0 {
-		t.Errorf("module stage sum %v, insert stage sum %v", stages["module"].GetSampleSum(), stages["insert"].GetSampleSum())
-	}
 }

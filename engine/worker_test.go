@@ -2,14 +2,12 @@ package engine
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"runtime"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -19,7 +17,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
-	"github.com/sluicehq/sluice/internal/testinfra"
 	"github.com/sluicehq/sluice/internal/wasmbuild"
 	"github.com/sluicehq/sluice/sinks/clickhouse"
 	"github.com/sluicehq/sluice/wasmhost"
@@ -304,87 +301,6 @@ func TestMetricsAfterReactivation(t *testing.T) {
 	}
 }
 
-// TestBisectedOutputIsSealedAsItComes: a batch whose output is over
-// max_output_bytes is bisected into many calls, and the blocks are sealed
-// after each of them, so that the open blocks never hold more than
-// chunk_bytes plus one call's output. Before, a bisected batch's output all
-// piled up in the open blocks until the whole poll was transformed: 64 MiB
-// here, under a 4 MiB max_output_bytes and 1 MiB chunks. The sink inserts
-// into a real ClickHouse, and every row lands.
-func TestBisectedOutputIsSealedAsItComes(t *testing.T) {
-	ctx := context.Background()
-	e := malformedRowsWorker(t, ctx, false)
-	p, w, a, lim, tp := e.p, e.w, e.a, e.lim, e.w.tp
-	const n, rowBytes = 64, 1 << 20
-	var recs []*kgo.Record
-	for off := range int64(n) {
-		recs = append(recs, &kgo.Record{Topic: tp.topic, Offset: off, Value: fmt.Appendf(nil, "big:%d", rowBytes)})
-	}
-	b := polledBatch{recs: recs, ack: a.track(0, eo(n-1), 100*n), ctx: ctx, span: trace.SpanFromContext(ctx)}
-	if err := w.process(ctx, b); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.sealAll(ctx); err != nil {
-		t.Fatal(err)
-	}
-	bound := p.sink.Config().ChunkBytes + lim.MaxOutputBytes
-	t.Logf("peak open block bytes %d MiB, bound %d MiB, of %d MiB of output", w.peakOpen>>20, bound>>20, n*rowBytes>>20)
-	if w.peakOpen > bound {
-		t.Errorf("open blocks held %d bytes, over chunk_bytes + max_output_bytes = %d", w.peakOpen, bound)
-	}
-	for {
-		wm, ok := a.watermark()
-		if ok && wm.Offset == n {
-			break
-		}
-		select {
-		case err := <-e.sinkDone:
-			t.Fatalf("sink stopped: %v", err)
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-	if got, err := e.ch.Query(ctx, "SELECT count(), sum(length(value)) FROM adv"); err != nil {
-		t.Fatal(err)
-	} else if want := fmt.Sprintf("%d\t%d", n, n*rowBytes); strings.TrimSpace(got) != want {
-		t.Errorf("adv holds (rows, bytes) %q, want %q", got, want)
-	}
-}
-
-// TestWorkerKeepsNoRecordBytes: once a batch is transformed, nothing the
-// worker keeps points into its records' values or headers, so the buffer
-// they were fetched in can be collected when the batch's fetch group gives
-// their data back to the budget. Before, the batch the worker hands the
-// instance kept every record of its last call until the next call
-// overwrote it.
-func TestWorkerKeepsNoRecordBytes(t *testing.T) {
-	ctx := context.Background()
-	e := malformedRowsWorker(t, ctx, false)
-	w, a, tp := e.w, e.a, e.w.tp
-	const n = 50
-	var recs []*kgo.Record
-	var bufs []weak.Pointer[[64]byte]
-	for off := range int64(n) {
-		buf := new([64]byte) // the fetch buffer of the record
-		v := fmt.Appendf(buf[:0], "big:%d", 10)
-		bufs = append(bufs, weak.Make(buf))
-		recs = append(recs, &kgo.Record{Topic: tp.topic, Offset: off, Value: v,
-			Headers: []kgo.RecordHeader{{Key: "h", Value: buf[60:62]}}})
-	}
-	b := polledBatch{recs: recs, ack: a.track(0, eo(n-1), 100*n), ctx: ctx, span: trace.SpanFromContext(ctx)}
-	if err := w.process(ctx, b); err != nil {
-		t.Fatal(err)
-	}
-	recs, b = nil, polledBatch{}
-	runtime.GC()
-	runtime.GC()
-	for i, buf := range bufs {
-		if buf.Value() != nil {
-			t.Fatalf("record %d's buffer is still reachable once its batch is transformed", i)
-		}
-	}
-	runtime.KeepAlive(w)
-}
-
 // TestQueueKeepsNoTakenBatch: a batch the worker has taken from its queue
 // is not kept by the queue while later batches wait there, so that its
 // records' fetch buffer is garbage once it is processed. Before, the
@@ -423,70 +339,4 @@ func TestQueueKeepsNoTakenBatch(t *testing.T) {
 	if _, ok := w.next(); ok {
 		t.Error("next took a batch from an empty queue")
 	}
-}
-
-// malformedEnv is a partition worker of topic adv running malformed-rows
-// ("big:N" records make N-byte rows) into table adv of a real ClickHouse,
-// through a running sink.
-type malformedEnv struct {
-	p        *Pipeline
-	w        *partitionWorker
-	a        *partitionAcks
-	lim      wasmhost.Limits
-	ch       *testinfra.ClickHouse
-	sinkDone <-chan error // the sink's Run returned, early
-}
-
-// malformedRowsWorker starts a malformedEnv; with lag, the sink's chunk
-// timings feed the pipeline's lag metrics.
-func malformedRowsWorker(t *testing.T, ctx context.Context, lag bool) *malformedEnv {
-	t.Helper()
-	ch := testinfra.ClickHouseT(t)
-	if err := ch.Exec(ctx, "CREATE TABLE adv (offset UInt64, value String) ENGINE = MergeTree ORDER BY offset"); err != nil {
-		t.Fatal(err)
-	}
-	p, _ := workerTestPipeline(t, 100, time.Hour)
-	p.cfg.Module.MaxBatchRecords, p.cfg.Module.MaxBatchBytes = 1000, 1<<20
-	var err error
-	if p.sink, err = clickhouse.New(ctx, clickhouse.Config{Addr: ch.Addr}, p.log); err != nil {
-		t.Fatal(err)
-	}
-	if lag {
-		p.sink.OnChunkInserted(p.observeChunk)
-	}
-	sinkCtx, stopSink := context.WithCancel(ctx)
-	sinkDone, early := make(chan error, 1), make(chan error, 1)
-	go func() {
-		err := p.sink.Run(sinkCtx)
-		if sinkCtx.Err() == nil {
-			early <- err
-		}
-		sinkDone <- err
-	}()
-	t.Cleanup(func() { stopSink(); <-sinkDone })
-	tbl, err := p.sink.Table(ctx, "adv")
-	if err != nil {
-		t.Fatal(err)
-	}
-	wasm, err := os.ReadFile(wasmbuild.BuildT(t, "examples/adversarial/malformed-rows"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	lim := wasmhost.Limits{MaxOutputBytes: 4<<20 + 64<<10}
-	m, err := p.rt.LoadWithLimits(ctx, "malformed-rows", wasm, lim)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &route{name: "malformed-rows", topics: []string{"adv"}, limits: lim,
-		maxTraps: 100, trapCooldown: time.Hour, flow: &flowControl{high: 1 << 40}}
-	r.setSchema(newRouteSchema([]*clickhouse.Table{tbl}, nil))
-	if lag {
-		r.lag = []*lagObservers{p.metrics.lagObservers(r.String(), tbl.FullName())}
-	}
-	r.activate(&moduleVersion{module: m})
-	p.routes = append(p.routes, r)
-	p.byTopic["adv"] = r
-	tp := topicPartition{"adv", 0}
-	a := &partitionAcks{topic: tp.topic, partition: tp.partition, route: r}
-	return &malformedEnv{p: p, w: newPartitionWorker(p, tp, a), a: a, lim: lim, ch: ch, sinkDone: early}
 }
