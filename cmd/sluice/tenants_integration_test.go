@@ -24,15 +24,6 @@ import (
 	"github.com/sluicehq/sluice/internal/wasmbuild"
 )
 
-// TestMain lets a test start this test binary as the sluice command: with
-// SLUICE_TEST_AS_CLI=1 it runs the CLI on its arguments instead of the tests.
-func TestMain(m *testing.M) {
-	if os.Getenv("SLUICE_TEST_AS_CLI") == "1" {
-		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
-	}
-	os.Exit(m.Run())
-}
-
 // lockedBuffer is a bytes.Buffer safe to read while a process writes it.
 type lockedBuffer struct {
 	mu sync.Mutex
