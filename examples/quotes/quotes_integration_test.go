@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/internal/testinfra"
 	"github.com/sluicehq/sluice/internal/wasmbuild"
 	"github.com/sluicehq/sluice/sinks/clickhouse"
 )
@@ -28,9 +29,7 @@ func (w testWriter) Write(p []byte) (int, error) {
 // under none of routing shards' inserts, which never cross it. Times are
 // only bounded from below, so a loaded machine cannot fail it.
 func TestSmoke(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts Kafka and two ClickHouse servers")
-	}
+	testinfra.SkipShort(t) // StartCluster starts Kafka and two ClickHouse servers
 	const (
 		latency = 25 * time.Millisecond
 		quotes  = 1200
