@@ -70,6 +70,7 @@ type rustNative struct {
 // gives a native build the C SDK's entry points.
 func rustModuleNative(tb testing.TB, repoRelDir, lib string) *cnative.Module {
 	tb.Helper()
+	wasmbuild.SkipShort(tb)
 	v, _ := rustNatives.LoadOrStore(repoRelDir, &rustNative{})
 	n := v.(*rustNative)
 	n.once.Do(func() {

@@ -14,6 +14,7 @@ import (
 // Debian's toolchain): a native Instance, std errors through ?, a table
 // from another instance's Config, init refusals.
 func TestRustSDKUnit(t *testing.T) {
+	wasmbuild.SkipShort(t)
 	ctx := context.Background()
 	if err := wasmbuild.CheckRust(ctx); err != nil {
 		t.Fatal(err)

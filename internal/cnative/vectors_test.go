@@ -19,6 +19,7 @@ import (
 // checked against the servers by sinks/clickhouse TestRowBinaryVectors),
 // and that its range-checked time writers refuse what does not fit.
 func TestCSDKRowBinaryVectors(t *testing.T) {
+	wasmbuild.SkipShort(t)
 	cc, err := wasmbuild.Clang()
 	if err != nil {
 		t.Fatal(err)

@@ -160,9 +160,10 @@ func BuildASCached(ctx context.Context, entry string) (string, error) {
 
 // BuildAST builds the AssemblyScript module whose entry file is at
 // repoRelEntry, through the cache, and returns the file's path. A missing
-// toolchain fails the test.
+// toolchain fails the test; under -short it skips (see SkipShort).
 func BuildAST(tb testing.TB, repoRelEntry string) string {
 	tb.Helper()
+	SkipShort(tb)
 	out, err := BuildASCached(context.Background(), filepath.Join(RepoRoot(), repoRelEntry))
 	if err != nil {
 		tb.Fatal(err)

@@ -206,9 +206,11 @@ func BuildCCached(ctx context.Context, target CTarget, dir string, extraFlags ..
 // BuildCT builds the C module at repoRelDir (relative to the repository
 // root) for target, through the cache, and returns the file's path. It
 // fails the test, saying how to install the toolchain, when clang is
-// missing: a test that needs it must not pass silently without it.
+// missing: a test that needs it must not pass silently without it. Under
+// -short it skips tb (see SkipShort).
 func BuildCT(tb testing.TB, target CTarget, repoRelDir string, extraFlags ...string) string {
 	tb.Helper()
+	SkipShort(tb)
 	out, err := BuildCCached(context.Background(), target, filepath.Join(RepoRoot(), repoRelDir), extraFlags...)
 	if err != nil {
 		tb.Fatal(err)

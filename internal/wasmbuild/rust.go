@@ -128,9 +128,11 @@ func crateName(dir string) (string, error) {
 }
 
 // BuildRustT builds the Rust module at repoRelDir into the test's temp dir
-// and returns the .wasm path. A missing toolchain fails the test.
+// and returns the .wasm path. A missing toolchain fails the test; under
+// -short it skips (see SkipShort).
 func BuildRustT(tb testing.TB, repoRelDir string) string {
 	tb.Helper()
+	SkipShort(tb)
 	out := filepath.Join(tb.TempDir(), filepath.Base(repoRelDir)+".wasm")
 	if err := BuildRust(context.Background(), filepath.Join(RepoRoot(), repoRelDir), out); err != nil {
 		tb.Fatal(err)
