@@ -19,7 +19,7 @@ import (
 )
 
 // The fault suite runs the real sluice binary against the real broker and
-// server and breaks things mid-stream. `go tool task faults` runs the full
+// server and breaks things mid-stream. `go tool -modfile=tools/go.mod task faults` runs the full
 // profile (SLUICE_FAULTS=full); `go test` runs a reduced one with the same
 // scenarios and smaller volumes.
 type faultProfile struct {

@@ -27,8 +27,8 @@ import (
 // of issue 12, then alone again, mix after mix; B must keep 80% of the
 // solo rate of the runs just before and after each mix, land exactly what
 // it produced, and the process's peak RSS must stay under isoRSSBound.
-// `go tool task isolation` runs the reduced profile (SLUICE_ISOLATION=reduced);
-// SLUICE_ISOLATION=full runs larger volumes (`go tool task isolation PROFILE=full`).
+// `go tool -modfile=tools/go.mod task isolation` runs the reduced profile (SLUICE_ISOLATION=reduced);
+// SLUICE_ISOLATION=full runs larger volumes (`go tool -modfile=tools/go.mod task isolation PROFILE=full`).
 
 type isoProfile struct {
 	name     string
@@ -253,8 +253,8 @@ func TestDrainRate(t *testing.T) {
 func TestIsolationSuite(t *testing.T) {
 	if os.Getenv("SLUICE_ISOLATION") == "" {
 		// Its rates are compared between runs minutes apart, so it runs
-		// alone: go tool task test runs it after the other tests.
-		t.Skip("the isolation suite runs alone, with SLUICE_ISOLATION=reduced or full: go tool task test runs it after the other tests, go tool task isolation on its own")
+		// alone: go tool -modfile=tools/go.mod task test runs it after the other tests.
+		t.Skip("the isolation suite runs alone, with SLUICE_ISOLATION=reduced or full: go tool -modfile=tools/go.mod task test runs it after the other tests, go tool -modfile=tools/go.mod task isolation on its own")
 	}
 	// The servers' log tails, logged when a test fails, come after the
 	// failures; this cleanup, registered first, runs last and says again
@@ -689,8 +689,8 @@ type isoAPIResult struct {
 func abuseAdmin(t *testing.T, addr string, adv func(string) string, stalled int) (results []isoAPIResult, wrong429, dotStatus, held int) {
 	base := "http://" + addr
 	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	// Before the wrong tokens: after them this client is rate-limited, 429
-	// before any token is looked at.
+	// Before the wrong tokens: after them this client's wrong and missing
+	// tokens are answered 429 (a right token is still accepted).
 	if resp, err := noRedirect.Get(base + "/v1/tenants/acme/../../v1/tenants"); err == nil {
 		dotStatus = resp.StatusCode
 		resp.Body.Close()
