@@ -33,6 +33,16 @@
 // WithCloseOnContextDone costs 6–7×; see docs/adr/0002-batch-deadline.md
 // and BenchmarkDeadline.
 //
+// # Call journal
+//
+// Should that guard fail, a guest spinning in compiled code blocks the Go
+// runtime's next stop-the-world and every goroutine of the process with
+// it, the watchdog included. Config.Journal (a CallJournal, a file mapped
+// shared) records every call in progress, one store when it starts and
+// one when it ends, for a process outside this one to watch; see
+// docs/adr/0007-stuck-call-detection.md. A CallJournal owns one
+// goroutine, its heartbeat; Close stops it.
+//
 // # Sandbox
 //
 // An instance has no filesystem, no arguments, no environment, a real clock,

@@ -164,6 +164,7 @@ func (m *Module) instantiate(ctx context.Context) (*Instance, error) {
 		return nil, fmt.Errorf("module %s: instantiate: %w", m.Name, err)
 	}
 	in.mod = mod
+	in.watch.journal = r.cfg.Journal.entry(m.Name, m.SHA256, in.lim.Deadline)
 	r.instances.Store(name, m)
 	fail := func(err error) (*Instance, error) {
 		_ = in.Close(ctx)
@@ -205,6 +206,7 @@ func (in *Instance) Module() *Module { return in.module }
 // Close discards the instance.
 func (in *Instance) Close(ctx context.Context) error {
 	in.module.rt.watchdog.remove(&in.watch)
+	in.watch.journal.release()
 	in.module.rt.instances.Delete(in.mod.Name())
 	return in.mod.Close(ctx)
 }

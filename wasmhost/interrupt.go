@@ -30,6 +30,10 @@ type callWatch struct {
 	budget    api.MutableGlobal // set to 1 so that the guest checks interrupt at once
 	wake      chan struct{}     // buffered 1: ends a guest's sleep
 
+	// journal records the call in the process's call journal, for the
+	// stuck-call watcher outside the process (see journal.go).
+	journal journalEntry
+
 	mu     sync.Mutex
 	armed  bool
 	start  time.Time       // of the call
@@ -43,9 +47,14 @@ type callWatch struct {
 // arm starts watching a call of at most d under ctx.
 func (w *callWatch) arm(ctx context.Context, d time.Duration) {
 	if w.interrupt == nil {
+		if w.journal.slot != nil {
+			w.journal.begin(time.Now())
+		}
 		return
 	}
-	due := time.Now().Add(d)
+	now := time.Now()
+	w.journal.begin(now)
+	due := now.Add(d)
 	wakeBy := due
 	if dl, ok := ctx.Deadline(); ok && dl.Before(due) {
 		wakeBy = dl
@@ -54,7 +63,7 @@ func (w *callWatch) arm(ctx context.Context, d time.Duration) {
 		ctx = nil // never ends: nothing to check
 	}
 	w.mu.Lock()
-	w.armed, w.start, w.due, w.wakeBy, w.ctx, w.cause = true, due.Add(-d), due, wakeBy, ctx, causeNone
+	w.armed, w.start, w.due, w.wakeBy, w.ctx, w.cause = true, now, due, wakeBy, ctx, causeNone
 	w.mu.Unlock()
 }
 
@@ -80,6 +89,7 @@ func (w *callWatch) elapsed() time.Duration {
 // was. When the call ended well although the interrupt fired, the global is
 // cleared so that the next call starts clean.
 func (w *callWatch) disarm(ok bool) interruptCause {
+	w.journal.end()
 	if w.interrupt == nil {
 		return causeNone
 	}

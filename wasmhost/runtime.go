@@ -38,6 +38,11 @@ type Config struct {
 	// their defaults (see Limits).
 	Limits Limits
 
+	// Journal, if set, records every call in progress of the runtime's
+	// instances for a watcher outside the process (OpenCallJournal).
+	// Default: none.
+	Journal *CallJournal
+
 	// For benchmarks: load modules without the interrupt instrumentation
 	// (no deadline), or with wazero's WithCloseOnContextDone instead.
 	uninstrumented     bool
@@ -235,7 +240,8 @@ func (r *Runtime) LoadWithLimits(ctx context.Context, name string, wasm []byte, 
 		return nil, err
 	}
 	bin := wasm
-	if !r.cfg.uninstrumented {
+	instrumented := !r.cfg.uninstrumented
+	if instrumented {
 		if bin, _, err = instrument.RewriteWithLimits(wasm, structureLimits); err != nil {
 			return nil, fmt.Errorf("module %s: %w", name, err)
 		}
@@ -275,7 +281,7 @@ func (r *Runtime) LoadWithLimits(ctx context.Context, name string, wasm []byte, 
 		}
 	}
 	m := &Module{Name: name, SHA256: key.sha256, Limits: lim, Size: len(wasm),
-		rt: r, sandbox: sb, code: code, instrumented: !r.cfg.uninstrumented,
+		rt: r, sandbox: sb, code: code, instrumented: instrumented,
 		stdout: newLineLogger(r.log, slog.LevelInfo, name, "stdout"),
 		stderr: newLineLogger(r.log, slog.LevelWarn, name, "stderr"),
 		logs:   newLineLogger(r.log, slog.LevelInfo, name, "log")}
