@@ -240,7 +240,10 @@ func (r *Runtime) LoadWithLimits(ctx context.Context, name string, wasm []byte, 
 		return nil, err
 	}
 	bin := wasm
-	instrumented := !r.cfg.uninstrumented
+	instrumented := !r.cfg.uninstrumented && !loadUninstrumented(wasm)
+	if !instrumented && !r.cfg.uninstrumented {
+		r.log.Warn("fault injection: loading the module without its deadline instrumentation", "module", name)
+	}
 	if instrumented {
 		if bin, _, err = instrument.RewriteWithLimits(wasm, structureLimits); err != nil {
 			return nil, fmt.Errorf("module %s: %w", name, err)
