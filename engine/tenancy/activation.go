@@ -33,9 +33,10 @@ func (s *server) activate(w http.ResponseWriter, r *http.Request, ev *auditEvent
 	defer release()
 	defer s.lockPipeline(ev.tenant, ev.pipeline)()
 	v, ok := s.resolve(w, r, ev)
-	if !ok {
+	if !ok || !s.refuseQuarantined(w, r, ev, v.SHA256) {
 		return
 	}
+	q, quarantined := s.opts.Store.QuarantineOf(ev.tenant, ev.pipeline, v.SHA256)
 	prev, hadPrev := s.opts.Store.Active(ev.tenant, ev.pipeline)
 	if hadPrev && prev.SHA256 == v.SHA256 {
 		writeJSON(w, http.StatusOK, ActivateResponse{Active: v, Previous: &prev})
@@ -48,6 +49,9 @@ func (s *server) activate(w http.ResponseWriter, r *http.Request, ev *auditEvent
 	if _, _, err := s.opts.Store.Activate(ev.tenant, ev.pipeline, v.SHA256, ev.principal.String()); err != nil {
 		s.failCommit(w, r, ev, err, prev, hadPrev)
 		return
+	}
+	if quarantined {
+		s.recordLift(r, ev, q)
 	}
 	s.activated(w, r, ev, v, prev, hadPrev)
 }

@@ -57,7 +57,10 @@ func (s *server) list(w http.ResponseWriter, r *http.Request, ev *auditEvent) {
 		return
 	}
 	resp := ListResponse{Tenant: ev.tenant, Pipeline: ev.pipeline, Versions: st.Versions,
-		History: st.History, RollbackStack: st.RollbackStack}
+		History: st.History, RollbackStack: st.RollbackStack, Quarantined: st.Quarantined}
+	if resp.Quarantined == nil {
+		resp.Quarantined = []Quarantine{}
+	}
 	if v, ok := st.Version(st.Active); ok {
 		resp.Active = &v
 	}
@@ -82,6 +85,9 @@ func (s *server) upload(w http.ResponseWriter, r *http.Request, ev *auditEvent) 
 	ev.sha = hex.EncodeToString(sum[:])
 	if len(wasm) == 0 {
 		s.fail(w, r, ev, http.StatusUnprocessableEntity, "empty body: send the .wasm binary as the request body")
+		return
+	}
+	if !s.refuseQuarantined(w, r, ev, ev.sha) {
 		return
 	}
 	if !s.check(w, r, ev, func(ctx context.Context) error {
@@ -151,7 +157,7 @@ func storeStatus(err error) int {
 		return http.StatusNotFound
 	case errors.Is(err, ErrBadReference), errors.Is(err, ErrAmbiguous):
 		return http.StatusBadRequest
-	case errors.Is(err, ErrActive), errors.Is(err, ErrNoRollback), errors.Is(err, ErrTooManyVersions):
+	case errors.Is(err, ErrActive), errors.Is(err, ErrNoRollback), errors.Is(err, ErrTooManyVersions), errors.Is(err, ErrQuarantined):
 		return http.StatusConflict
 	}
 	return http.StatusInternalServerError

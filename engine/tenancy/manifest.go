@@ -25,6 +25,9 @@ type Activation struct {
 	By       string    `json:"by"`
 	// Rollback marks an activation made by Rollback.
 	Rollback bool `json:"rollback,omitempty"`
+	// Quarantine marks the restoring of this version because Previous was
+	// quarantined (Store.Quarantine).
+	Quarantine bool `json:"quarantine,omitempty"`
 }
 
 // State is a pipeline's module versions, as List returns it.
@@ -40,6 +43,9 @@ type State struct {
 	// activation pushes the version it replaces; a deleted version leaves
 	// the stack.
 	RollbackStack []string `json:"rollback_stack"`
+	// Quarantined are the versions that must not run until an admin
+	// activates them (see Quarantine), oldest first.
+	Quarantined []Quarantine `json:"quarantined,omitempty"`
 }
 
 // Version returns the version with this exact sha256.
@@ -58,6 +64,7 @@ func (st *State) clone() *State {
 		Versions:      slices.Clone(st.Versions),
 		History:       slices.Clone(st.History),
 		RollbackStack: slices.Clone(st.RollbackStack),
+		Quarantined:   slices.Clone(st.Quarantined),
 	}
 }
 

@@ -105,16 +105,16 @@ func checkState(st *State) error {
 			return fmt.Errorf("history[%d]: a sha256 is not 64 lowercase hex digits", i)
 		}
 	}
-	return nil
+	return checkQuarantines(st)
 }
 
-// encode renders the manifest, pipelines sorted, pipelines with no versions
-// and no history left out.
+// encode renders the manifest, pipelines sorted, pipelines with no
+// versions, history or quarantines left out.
 func (m manifest) encode() ([]byte, error) {
 	f := manifestFile{Format: ManifestFormat, Pipelines: []pipelineRecord{}}
 	for _, k := range m.keys() {
 		st := m[k]
-		if len(st.Versions) == 0 && len(st.History) == 0 {
+		if len(st.Versions) == 0 && len(st.History) == 0 && len(st.Quarantined) == 0 {
 			continue
 		}
 		f.Pipelines = append(f.Pipelines, pipelineRecord{Tenant: k.tenant, Pipeline: k.pipeline, State: *st})

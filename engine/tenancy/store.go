@@ -277,7 +277,8 @@ func (s *Store) Active(tenant, pipeline string) (Version, bool) {
 // Activate makes the version with this full sha256 the pipeline's active
 // one, by the principal by, and returns the version it replaces (empty if
 // none) and whether anything changed: activating the active version does
-// not. The replaced version goes on the rollback stack.
+// not. The replaced version goes on the rollback stack. Activating a
+// quarantined version lifts its quarantine: the API lets only an admin.
 //
 // Activate records the decision only: the caller validates the module and
 // swaps it into the engine (the API server does both, see NewServer).
@@ -301,6 +302,7 @@ func (s *Store) Activate(tenant, pipeline, sha, by string) (prev string, changed
 		nst.RollbackStack = appendCapped(nst.RollbackStack, prev)
 	}
 	nst.Active = sha
+	nst.liftQuarantine(sha)
 	nst.History = appendCapped(nst.History, Activation{SHA256: sha, Previous: prev, At: time.Now().UTC(), By: by})
 	if err := s.commit(next); err != nil {
 		return "", false, err

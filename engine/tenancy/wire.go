@@ -42,6 +42,8 @@ type ListResponse struct {
 	History  []Activation `json:"history"`
 	// RollbackStack: rollback returns to the last one.
 	RollbackStack []string `json:"rollback_stack"`
+	// Quarantined: versions that only an admin's activation runs again.
+	Quarantined []Quarantine `json:"quarantined"`
 }
 
 // UploadResponse is POST …/modules.
