@@ -41,7 +41,9 @@ func (a adminGlue) CheckUpload(ctx context.Context, tenant, pipeline string, was
 	}
 	cfg := p.rtConfig
 	cfg.Limits = r.limits
-	return tenancy.CheckWasm(ctx, cfg, wasm)
+	// Named after the pipeline, so that a call the check gets stuck in is
+	// put down to it (the call journal records the name).
+	return tenancy.CheckWasmAs(ctx, cfg, r.name, wasm)
 }
 
 // CheckActivation implements tenancy.Validator: the module compiles with

@@ -71,6 +71,9 @@ type Config struct {
 	// (runtime/debug.SetMemoryLimit); New leaves the process's settings
 	// alone, so that a program embedding the engine keeps its own.
 	MemoryLimit int64 `yaml:"memory_limit"`
+	// StuckCalls configures the catching of module calls that their
+	// deadline did not stop.
+	StuckCalls StuckCallConfig `yaml:"stuck_calls"`
 }
 
 // KafkaConfig says what to consume.
@@ -434,6 +437,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ShutdownTimeout < 0 {
 		return fmt.Errorf("shutdown_timeout must be positive")
+	}
+	if err := c.validateStuckCalls(); err != nil {
+		return err
 	}
 	return c.ClickHouse.Validate()
 }

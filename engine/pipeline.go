@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -124,6 +126,8 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) (*Pi
 
 	// Cheap checks first, then ClickHouse, the modules (a large module
 	// compiles for a while on a cold cache), then Kafka.
+	// A module version the stuck-call watcher named before this start is
+	// quarantined (tenants) or refused (module.path) before anything runs.
 	if len(cfg.Tenants) == 0 {
 		wasm, err := os.ReadFile(cfg.Module.Path)
 		if err != nil {
@@ -132,11 +136,19 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) (*Pi
 		if !wasmhost.IsWasm(wasm) {
 			return nil, fmt.Errorf("module.path %s: not a WebAssembly binary", cfg.Module.Path)
 		}
+		sum := sha256.Sum256(wasm)
+		if err := p.applyStuckCalls(hex.EncodeToString(sum[:])); err != nil {
+			return nil, err
+		}
 	} else {
 		var err error
 		if p.store, err = tenancy.OpenStore(cfg.Admin.StoreDir); err != nil {
 			return nil, fmt.Errorf("admin.store_dir: %w", err)
 		}
+		if err := p.applyStuckCalls(""); err != nil {
+			return nil, err
+		}
+		p.metrics.registry.MustRegister(quarantineCollector{p.store})
 	}
 
 	if p.sink, err = clickhouse.New(ctx, cfg.ClickHouse, log); err != nil {
@@ -163,7 +175,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) (*Pi
 	if cacheDir == "off" {
 		cacheDir = ""
 	}
-	p.rtConfig = wasmhost.Config{CacheDir: cacheDir, Logger: log}
+	p.rtConfig = wasmhost.Config{CacheDir: cacheDir, Logger: log, Journal: o.journal}
 	p.slots = newCallSlots(cfg.Module.CallSlots)
 	if p.rt, err = wasmhost.NewRuntime(ctx, p.rtConfig); err != nil {
 		return nil, err

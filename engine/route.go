@@ -212,6 +212,9 @@ func (p *Pipeline) loadModules(ctx context.Context) error {
 				return fmt.Errorf("%s %s: not a WebAssembly binary", key, path)
 			}
 			from = path
+			if p.quarantinedFile(r, wasm, from) {
+				continue
+			}
 		}
 		if r.tenant == "" {
 			mv, err := p.loadVersion(ctx, r, wasm)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/telemetry"
 	"github.com/sluicehq/sluice/sinks/clickhouse"
+	"github.com/sluicehq/sluice/wasmhost"
 )
 
 const tracerName = "github.com/sluicehq/sluice/engine"
@@ -25,6 +26,7 @@ type Option func(*options)
 
 type options struct {
 	tracerProvider trace.TracerProvider
+	journal        *wasmhost.CallJournal
 }
 
 // WithTracerProvider sets the provider of the pipeline's spans. Default:

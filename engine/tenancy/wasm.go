@@ -19,6 +19,13 @@ import (
 // Why a throwaway runtime? A Runtime keeps every module it loads; the
 // engine's would accumulate every upload, activated or not.
 func CheckWasm(ctx context.Context, cfg wasmhost.Config, wasm []byte) error {
+	sum := sha256.Sum256(wasm)
+	return CheckWasmAs(ctx, cfg, hex.EncodeToString(sum[:6]), wasm)
+}
+
+// CheckWasmAs is CheckWasm naming the module name in errors and in the
+// call journal (cfg.Journal).
+func CheckWasmAs(ctx context.Context, cfg wasmhost.Config, name string, wasm []byte) error {
 	if !wasmhost.IsWasm(wasm) {
 		return errors.New("not a WebAssembly binary (no \\0asm magic); upload the .wasm file the build produced")
 	}
@@ -27,7 +34,6 @@ func CheckWasm(ctx context.Context, cfg wasmhost.Config, wasm []byte) error {
 		return fmt.Errorf("check module: %w", err)
 	}
 	defer rt.Close(ctx)
-	sum := sha256.Sum256(wasm)
-	_, err = rt.Load(ctx, hex.EncodeToString(sum[:6]), wasm)
+	_, err = rt.Load(ctx, name, wasm)
 	return err
 }
