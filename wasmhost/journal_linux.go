@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -56,6 +57,42 @@ func OpenCallJournal(path string) (*CallJournal, error) {
 	}
 	go j.beat()
 	return j, nil
+}
+
+// ReclaimJournals removes the call journals in dir (files *.journal) that
+// no live process holds, and returns what those a process left without
+// closing them held: the calls in progress when it died. Journals in use
+// (locked) are left alone, so several processes may share dir, each with
+// its own journal file.
+func ReclaimJournals(dir string) ([]JournalSnapshot, error) {
+	paths, err := filepath.Glob(filepath.Join(dir, "*.journal"))
+	if err != nil {
+		return nil, err
+	}
+	var out []JournalSnapshot
+	for _, path := range paths {
+		f, err := os.OpenFile(path, os.O_RDWR, 0)
+		if err != nil {
+			continue // gone, or not ours
+		}
+		if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
+			f.Close() // its process runs
+			continue
+		}
+		raw, err := io.ReadAll(io.LimitReader(f, int64(journalSize(JournalSlots))))
+		if err == nil {
+			var s JournalSnapshot
+			if decodeJournal(raw, &s) == nil && !s.Closed {
+				out = append(out, s)
+			}
+		}
+		err = os.Remove(path)
+		f.Close()
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return out, fmt.Errorf("call journal: %w", err)
+		}
+	}
+	return out, nil
 }
 
 // JournalReader reads a call journal another process writes.

@@ -9,6 +9,9 @@ var errJournalOS = errors.New("call journals need Linux")
 // OpenCallJournal fails: call journals need Linux.
 func OpenCallJournal(path string) (*CallJournal, error) { return nil, errJournalOS }
 
+// ReclaimJournals finds nothing: call journals need Linux.
+func ReclaimJournals(dir string) ([]JournalSnapshot, error) { return nil, nil }
+
 // JournalReader reads a call journal another process writes.
 type JournalReader struct{}
 

@@ -318,12 +318,12 @@ func init() {
 	}
 }
 
-// TestJournalOfKilledProcess: a process killed (SIGKILL) in the middle of
-// a call leaves the journal as it was: the next process to open it finds
-// the call in Previous, with its module, sha256 and deadline, and the
-// journal not closed.
-func TestJournalOfKilledProcess(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "calls.journal")
+// killChildMidCall runs a child process that opens the journal at path
+// and spins in a call, waits until the journal shows the call, kills the
+// child (SIGKILL) and returns the call as it was seen live and the
+// child's pid.
+func killChildMidCall(t *testing.T, path string) (JournalCall, int) {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"=journal-killed", "WASMHOST_TEST_JOURNAL="+path)
 	out, err := cmd.StdoutPipe()
@@ -344,7 +344,16 @@ func TestJournalOfKilledProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = cmd.Wait()
+	return live.Calls[0], cmd.Process.Pid
+}
 
+// TestJournalOfKilledProcess: a process killed (SIGKILL) in the middle of
+// a call leaves the journal as it was: the next process to open it finds
+// the call in Previous, with its module, sha256 and deadline, and the
+// journal not closed.
+func TestJournalOfKilledProcess(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "calls.journal")
+	live, pid := killChildMidCall(t, path)
 	j, err := OpenCallJournal(path)
 	if err != nil {
 		t.Fatal(err)
@@ -354,18 +363,44 @@ func TestJournalOfKilledProcess(t *testing.T) {
 	if prev == nil {
 		t.Fatal("Previous is nil after the writer was killed")
 	}
-	if prev.Closed || prev.PID != cmd.Process.Pid || len(prev.Calls) != 1 {
-		t.Fatalf("previous journal %+v, want pid %d, not closed, one call", prev, cmd.Process.Pid)
+	if prev.Closed || prev.PID != pid || len(prev.Calls) != 1 || prev.Heartbeat == 0 {
+		t.Fatalf("previous journal %+v, want pid %d, not closed, one call", prev, pid)
 	}
-	if c := prev.Calls[0]; c != live.Calls[0] || c.Module != "acme/logs" || c.SHA256 != sha(spinModule()) || c.Deadline != time.Hour {
-		t.Errorf("the killed process's call %+v, want %+v (module acme/logs, sha256 %s, 1h)", c, live.Calls[0], sha(spinModule()))
-	}
-	if prev.Heartbeat < live.Heartbeat {
-		t.Errorf("heartbeat went back: %d < %d", prev.Heartbeat, live.Heartbeat)
+	if c := prev.Calls[0]; c != live || c.Module != "acme/logs" || c.SHA256 != sha(spinModule()) || c.Deadline != time.Hour {
+		t.Errorf("the killed process's call %+v, want %+v (module acme/logs, sha256 %s, 1h)", c, live, sha(spinModule()))
 	}
 	// The new process's own journal starts empty.
 	var s JournalSnapshot
 	if err := openReader(t, path).Snapshot(&s); err != nil || len(s.Calls) != 0 || s.PID != os.Getpid() {
 		t.Errorf("the reopened journal: %+v, %v", s, err)
+	}
+}
+
+// TestReclaimJournals: in a directory several processes share, the
+// journals of dead processes are removed, those a process was killed with
+// returned, and a live one (locked) left alone.
+func TestReclaimJournals(t *testing.T) {
+	dir := t.TempDir()
+	live, pid := killChildMidCall(t, filepath.Join(dir, "1.journal"))
+	clean, err := OpenCallJournal(filepath.Join(dir, "2.journal"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clean.Close() // an orderly end: nothing to report
+	mine, err := OpenCallJournal(filepath.Join(dir, "3.journal"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mine.Close()
+	got, err := ReclaimJournals(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].PID != pid || len(got[0].Calls) != 1 || got[0].Calls[0] != live {
+		t.Fatalf("reclaimed %+v, want the killed child's journal with its call", got)
+	}
+	left, _ := filepath.Glob(filepath.Join(dir, "*.journal"))
+	if len(left) != 1 || filepath.Base(left[0]) != "3.journal" {
+		t.Errorf("journals left: %v, want only the live one", left)
 	}
 }
