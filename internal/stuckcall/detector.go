@@ -319,3 +319,27 @@ func (d *Detector) repeated(keys []string) (string, Verdict, bool) {
 	}
 	return "", Verdict{}, false
 }
+
+// PostMortem judges the journal of a process that died without closing it
+// and without a verdict (killed by something else: a liveness probe, the
+// kernel's OOM killer, an operator): a call that had run Grace past its
+// deadline by the process's last heartbeat was stuck while the process
+// still ran, and is named. It returns nil when no call was.
+func PostMortem(s *wasmhost.JournalSnapshot, grace time.Duration) *Verdict {
+	var stuck []wasmhost.JournalCall
+	for _, c := range s.Calls {
+		if time.Duration(s.Heartbeat-c.Start) > c.Deadline+grace {
+			stuck = append(stuck, c)
+		}
+	}
+	if len(stuck) == 0 {
+		return nil
+	}
+	d := &Detector{Grace: grace}
+	v := &Verdict{DetectedAt: s.Wall(s.Heartbeat).UTC(), PID: s.PID,
+		Culprits: d.calls(Observation{Now: s.Heartbeat, Journal: s}, stuck)}
+	c := v.Culprits[0]
+	v.Reason = fmt.Sprintf("the process died with a call of module %s (sha256 %s) running %v, past its %v deadline and the %v grace, at its last heartbeat",
+		c.Module, c.SHA256, c.Ran, c.Deadline, grace)
+	return v
+}

@@ -417,3 +417,20 @@ func containsModule(cs []Call, m string) bool {
 	}
 	return false
 }
+
+// TestPostMortem: of the calls a dead process left in its journal, only
+// those Grace past their deadline at its last heartbeat are named.
+func TestPostMortem(t *testing.T) {
+	s := &wasmhost.JournalSnapshot{PID: 3, Heartbeat: 100 * sec, Calls: []wasmhost.JournalCall{
+		{Module: "a/p", SHA256: shaA, Start: 80 * sec, Deadline: 5 * time.Second},  // 15s past
+		{Module: "b/q", SHA256: shaB, Start: 99 * sec, Deadline: 5 * time.Second},  // in time
+		{Module: "c/r", SHA256: shaC, Start: 90 * sec, Deadline: 30 * time.Second}, // in time
+	}}
+	v := PostMortem(s, 10*time.Second)
+	if v == nil || culprits(v) != "a/p" || v.PID != 3 || time.Duration(v.Culprits[0].Ran) != 20*time.Second {
+		t.Fatalf("verdict %+v, want a/p, which ran 20s", v)
+	}
+	if v := PostMortem(s, 20*time.Second); v != nil {
+		t.Errorf("with a 20s grace: %+v, want none", v)
+	}
+}
