@@ -217,11 +217,17 @@ func shaOrNone(v *tenancy.Version) string {
 	return v.SHA256
 }
 
-// printVersions renders a pipeline's versions, oldest first.
+// printVersions renders a pipeline's versions, oldest first: * marks the
+// active one, ! a quarantined one (listed after the table with why).
 func printVersions(w io.Writer, where string, l *tenancy.ListResponse) {
 	fmt.Fprintf(w, "%s: %d version(s)\n", where, len(l.Versions))
+	defer printQuarantined(w, l.Quarantined)
 	if len(l.Versions) == 0 {
 		return
+	}
+	quarantined := map[string]bool{}
+	for _, q := range l.Quarantined {
+		quarantined[q.SHA256] = true
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "\tSHA256\tSIZE\tUPLOADED\tBY\tNOTE")
@@ -230,12 +236,23 @@ func printVersions(w io.Writer, where string, l *tenancy.ListResponse) {
 		if l.Active != nil && l.Active.SHA256 == v.SHA256 {
 			mark = "*"
 		}
+		if quarantined[v.SHA256] {
+			mark = "!"
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", mark, v.SHA256[:16], v.Size,
 			v.UploadedAt.Format(time.RFC3339), v.UploadedBy, v.Note)
 	}
 	tw.Flush()
 	if n := len(l.RollbackStack); n > 0 {
 		fmt.Fprintf(w, "rollback returns to %s\n", l.RollbackStack[n-1][:16])
+	}
+}
+
+// printQuarantined lists a pipeline's quarantined versions.
+func printQuarantined(w io.Writer, qs []tenancy.Quarantine) {
+	for _, q := range qs {
+		fmt.Fprintf(w, "! %s quarantined at %s: %s (an admin's activation runs it again)\n",
+			q.SHA256[:16], q.At.Format(time.RFC3339), q.Reason)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/engine/tenancy"
 )
@@ -294,5 +295,27 @@ func TestTokenNewAndHash(t *testing.T) {
 	}
 	if code := cmdToken([]string{"nope"}, &stdout, &stderr); code != 2 {
 		t.Fatalf("token nope: exit %d", code)
+	}
+}
+
+// TestPrintVersionsQuarantined: module ls marks a quarantined version and
+// says why, and lists a quarantine whose version was deleted too.
+func TestPrintVersionsQuarantined(t *testing.T) {
+	at := time.Date(2026, 3, 2, 9, 31, 0, 0, time.UTC)
+	a, b, gone := strings.Repeat("a", 64), strings.Repeat("b", 64), strings.Repeat("c", 64)
+	l := &tenancy.ListResponse{
+		Active:   &tenancy.Version{SHA256: a},
+		Versions: []tenancy.Version{{SHA256: a, UploadedAt: at}, {SHA256: b, UploadedAt: at}},
+		Quarantined: []tenancy.Quarantine{{SHA256: b, At: at, Reason: "a call ran 12s, past its 2s deadline"},
+			{SHA256: gone, At: at, Reason: "stuck in the upload check"}},
+	}
+	var out bytes.Buffer
+	printVersions(&out, "acme/logs", l)
+	for _, want := range []string{"*  " + a[:16], "!  " + b[:16],
+		"! " + b[:16] + " quarantined at 2026-03-02T09:31:00Z: a call ran 12s, past its 2s deadline (an admin's activation runs it again)",
+		"! " + gone[:16] + " quarantined at"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
 	}
 }
