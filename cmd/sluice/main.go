@@ -62,6 +62,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdTrace(args[1:], stdout, stderr)
 	case "status":
 		return cmdStatus(args[1:], stdout, stderr)
+	case "watch-calls": // started by sluice run (watchcalls.go)
+		return cmdWatchCalls(args[1:], stderr)
 	case "version", "-version", "--version":
 		fmt.Fprintln(stdout, "sluice", version)
 		return 0
@@ -149,7 +151,14 @@ func cmdRun(args []string, stderr io.Writer) int {
 		defer tick.Stop()
 		go ml.run(mctx, tick.C)
 	}
-	p, err := engine.New(ctx, cfg, log, engine.WithTracerProvider(tp))
+	// The stuck-call watcher starts before any module runs.
+	watch, err := startStuckCallWatch(cfg.StuckCalls, log, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "sluice run:", err)
+		return 1
+	}
+	defer watch.stop()
+	p, err := engine.New(ctx, cfg, log, engine.WithTracerProvider(tp), engine.WithCallJournal(watch.journal))
 	if err != nil {
 		if ctx.Err() != nil {
 			// A signal during startup: nothing was consumed, nothing to drain.

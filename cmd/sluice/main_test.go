@@ -105,9 +105,10 @@ func TestRunUnreachableClickHouse(t *testing.T) {
 }
 
 // TestMain lets a test start this test binary as the sluice command: with
-// SLUICE_TEST_AS_CLI=1 it runs the CLI on its arguments instead of the tests.
+// SLUICE_TEST_AS_CLI=1 it runs the CLI on its arguments instead of the tests,
+// and so it does as the stuck-call watcher that sluice run starts.
 func TestMain(m *testing.M) {
-	if os.Getenv("SLUICE_TEST_AS_CLI") == "1" {
+	if os.Getenv("SLUICE_TEST_AS_CLI") == "1" || len(os.Args) > 1 && os.Args[1] == "watch-calls" {
 		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())
