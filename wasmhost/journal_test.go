@@ -404,3 +404,24 @@ func TestReclaimJournals(t *testing.T) {
 		t.Errorf("journals left: %v, want only the live one", left)
 	}
 }
+
+// TestJournalNamesEachLoad: one binary loaded under two names (two
+// tenants' pipelines) records each instance's calls under its own name,
+// so that a stuck call is put down to the pipeline it ran for.
+func TestJournalNamesEachLoad(t *testing.T) {
+	j, path := openJournal(t)
+	r := newTestRuntime(t, Config{Journal: j})
+	wasm := spinModule()
+	a := loadBytes(t, r, "acme/logs", wasm, Limits{Deadline: time.Hour})
+	b := loadBytes(t, r, "bravo/events", wasm, Limits{Deadline: time.Hour})
+	if a == b || a.Name != "acme/logs" || b.Name != "bravo/events" {
+		t.Fatalf("modules %q and %q: want one per name", a.Name, b.Name)
+	}
+	in := instantiate(t, b, InitConfig{})
+	in.watch.arm(context.Background(), time.Hour)
+	defer in.watch.disarm(true)
+	s := waitCalls(t, openReader(t, path), "the call", func(s *JournalSnapshot) bool { return len(s.Calls) == 1 })
+	if s.Calls[0].Module != "bravo/events" {
+		t.Errorf("the call is recorded as %q's, want bravo/events'", s.Calls[0].Module)
+	}
+}

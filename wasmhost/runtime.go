@@ -73,9 +73,14 @@ type Runtime struct {
 	loaded sync.Map
 }
 
+// moduleKey names a loaded module. The name is part of it: a Module's
+// Name tags its logs, errors and call-journal records, so a binary loaded
+// under two names (two tenants' pipelines) is two Modules; wazero's
+// compilation cache still compiles it once.
 type moduleKey struct {
 	sha256 string
 	limits Limits
+	name   string
 }
 
 // NewRuntime creates a runtime with the WASI and sluice host modules.
@@ -200,7 +205,7 @@ type Module struct {
 	logs           *lineLogger // sluice.log lines, likewise
 }
 
-// Load compiles a module (once per sha256 and limits) with the Runtime's
+// Load compiles a module (once per sha256, limits and name) with the Runtime's
 // limits (Config.Limits), and validates its imports, exports and ABI
 // version. name tags the module in logs and errors.
 func (r *Runtime) Load(ctx context.Context, name string, wasm []byte) (*Module, error) {
@@ -226,7 +231,7 @@ func (r *Runtime) LoadWithLimits(ctx context.Context, name string, wasm []byte, 
 		return nil, fmt.Errorf("module %s: %w", name, err)
 	}
 	sum := sha256.Sum256(wasm)
-	key := moduleKey{sha256: hex.EncodeToString(sum[:]), limits: lim}
+	key := moduleKey{sha256: hex.EncodeToString(sum[:]), limits: lim, name: name}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {

@@ -105,8 +105,8 @@ func TestLimitsValidation(t *testing.T) {
 	}
 }
 
-// One compiled module per sha256 and limits; different memory caps share
-// the compilation cache.
+// One loaded module per sha256, limits and name; other names and memory
+// caps share the compilation cache.
 func TestModuleCache(t *testing.T) {
 	r := newTestRuntime(t, Config{})
 	wasm := moduleWasm(t, "wasmhost/testdata/noop")
@@ -117,12 +117,17 @@ func TestModuleCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	compiled := time.Since(start)
-	b, err := r.Load(ctx, "b", wasm)
+	b, err := r.Load(ctx, "a", wasm)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if a != b {
-		t.Error("the same module and limits loaded twice")
+		t.Error("the same module, limits and name loaded twice")
+	}
+	// Under another name (another tenant's pipeline), a Module of its own,
+	// so that its logs, errors and call-journal records name it.
+	if other, err := r.Load(ctx, "b", wasm); err != nil || other == a || other.Name != "b" {
+		t.Errorf("under another name: %v, %v", other, err)
 	}
 	start = time.Now()
 	c, err := r.LoadWithLimits(ctx, "c", wasm, Limits{MemoryBytes: 32 << 20})
