@@ -142,3 +142,31 @@ func StraightCode(n int) []byte {
 	}
 	return b
 }
+
+// UndeclaredGlobals is a module without globals whose export fn
+// (sluice_abi_version, sluice_init or sluice_transform) loops writing
+// global 0 and global 2. It is invalid; had the host instrumented it, the
+// rewrite would have appended its own globals at those indices (the
+// interrupt flag and the countdown of every loop), and the loop, setting
+// both to 0 at each turn, would have run past every deadline.
+func UndeclaredGlobals(fn string) []byte {
+	loop := []byte{
+		0x03, 0x40, // loop
+		0x41, 0x00, 0x24, 0x00, // i32.const 0; global.set 0
+		0x41, 0x00, 0x24, 0x02, // i32.const 0; global.set 2
+		0x0C, 0x00, // br 0
+		0x0B, // end
+	}
+	m := Module{Version: 1, Transform: []byte{0x42, 0x00, 0x0B}}
+	switch fn {
+	case "sluice_abi_version":
+		m.ABIVersion = append(loop, 0x41, 0x01, 0x0B)
+	case "sluice_init":
+		m.Init = append(loop, 0x42, 0x00, 0x0B)
+	case "sluice_transform":
+		m.Transform = append(loop, 0x42, 0x00, 0x0B)
+	default:
+		panic("UndeclaredGlobals: no export " + fn)
+	}
+	return m.Build()
+}

@@ -101,7 +101,10 @@ type Module struct {
 	Version int32
 	// ABIVersion, when set, are the instructions of sluice_abi_version
 	// (ending with 0x0B) in place of returning Version.
-	ABIVersion  []byte
+	ABIVersion []byte
+	// Init, when set, are the instructions of sluice_init (ending with
+	// 0x0B) in place of accepting everything.
+	Init        []byte
 	MemoryPages uint32
 	Imports     []Import
 	Transform   []byte // instructions of sluice_transform, ending with 0x0B
@@ -138,10 +141,14 @@ func (m Module) Build() []byte {
 	if m.ABIVersion != nil {
 		version = m.ABIVersion
 	}
+	init := []byte{0x42, 0x00, 0x0B} // i64.const 0
+	if m.Init != nil {
+		init = m.Init
+	}
 	funcs := []Func{
 		{Type: TypeI32, Body: version, Export: "sluice_abi_version"},
 		{Type: TypeI32ToI32, Body: []byte{0x41, 0x80, 0x08, 0x0B}, Export: "sluice_alloc"}, // i32.const 1024
-		{Type: TypeI32I32ToI64, Body: []byte{0x42, 0x00, 0x0B}, Export: "sluice_init"},     // i64.const 0
+		{Type: TypeI32I32ToI64, Body: init, Export: "sluice_init"},
 		{Type: TypeI32I32ToI64, Locals: m.TransformLocals, Body: m.Transform, Export: "sluice_transform"},
 	}
 	funcs = append(funcs, m.Extra...)

@@ -30,6 +30,10 @@ func main() {
 		"bomb-functions":  wasmtest.Funcs(500_000, nil),
 		"bomb-one-func":   wasmtest.Funcs(1, wasmtest.StraightCode(8<<20)),
 		"bomb-compile-me": wasmtest.Funcs(2000, wasmtest.Nested(1000, nil)),
+
+		"undeclared-globals-abi-version": wasmtest.UndeclaredGlobals("sluice_abi_version"),
+		"undeclared-globals-init":        wasmtest.UndeclaredGlobals("sluice_init"),
+		"undeclared-globals-transform":   wasmtest.UndeclaredGlobals("sluice_transform"),
 	}
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		fmt.Fprintln(os.Stderr, "hostile:", err)
