@@ -19,7 +19,6 @@ func countSeq(budget, slow uint32) []byte {
 	return append(b, 0x0B) // end
 }
 
-// rewriteCode rewrites every function body of a code section.
 // codeIndices are what rewriteCode adds calls and checks to.
 type codeIndices struct {
 	budget, slow, grow, depth, stackHit uint32 // global and function indices
@@ -53,7 +52,8 @@ func depthExit(c codeIndices, w uint32) []byte {
 	return appendU32(b, c.depth)
 }
 
-func rewriteCode(sec []byte, m *module, c codeIndices, lim Limits, st *Stats) ([]byte, error) {
+// rewriteCode checks and rewrites every function body of a code section.
+func rewriteCode(sec []byte, secOff int, m *module, c codeIndices, lim Limits, st *Stats) ([]byte, error) {
 	budget, slowFunc := c.budget, c.slow
 	call := appendU32([]byte{0x10}, c.grow)
 	r := &reader{b: sec}
@@ -62,20 +62,22 @@ func rewriteCode(sec []byte, m *module, c codeIndices, lim Limits, st *Stats) ([
 		return nil, fmt.Errorf("code section: %w", r.err)
 	}
 	if int(n) != len(m.funcTypes) {
-		return nil, fmt.Errorf("code section has %d functions; the function section declares %d", n, len(m.funcTypes))
+		m.fail(invalidf("code section has %d functions; the function section declares %d", n, len(m.funcTypes)))
 	}
 	out := make([]byte, 0, len(sec)+len(sec)/4)
 	out = appendU32(out, n)
 	var body, code []byte
 	var totalLocals uint64
+	blocks := make([]byte, 0, 64)
 	for i := uint32(0); i < n; i++ {
+		f := m.importedFuncs + i
 		size := r.u32()
 		fb := r.bytes(int(size))
 		if r.err != nil {
-			return nil, fmt.Errorf("code section: function %d: %w", i, r.err)
+			return nil, fmt.Errorf("code section: %s: %w", m.funcName(f), r.err)
 		}
 		if len(fb) > lim.FunctionBytes {
-			return nil, fmt.Errorf("code section: function %d has a body of %d bytes; at most %d are allowed", i, len(fb), lim.FunctionBytes)
+			return nil, limitf("code section: %s has a body of %d bytes; at most %d are allowed", m.funcName(f), len(fb), lim.FunctionBytes)
 		}
 		st.MaxFunctionBytes = max(st.MaxFunctionBytes, len(fb))
 		fr := &reader{b: fb}
@@ -86,18 +88,24 @@ func rewriteCode(sec []byte, m *module, c codeIndices, lim Limits, st *Stats) ([
 			fr.valType()
 		}
 		if fr.err != nil {
-			return nil, fmt.Errorf("code section: function %d locals: %w", i, fr.err)
+			return nil, fmt.Errorf("code section: %s locals: %w", m.funcName(f), fr.err)
 		}
 		if locals > maxLocals {
-			return nil, fmt.Errorf("code section: function %d has %d locals; at most %d are allowed", i, locals, maxLocals)
+			return nil, limitf("code section: %s has %d locals; at most %d are allowed", m.funcName(f), locals, maxLocals)
 		}
 		if totalLocals += locals; totalLocals > maxTotalLocals {
-			return nil, fmt.Errorf("code section: more than %d locals in all", maxTotalLocals)
+			return nil, limitf("code section: more than %d locals in all", maxTotalLocals)
 		}
+		typ := uint32(len(m.params)) // out of range: the function section is short
+		if i < uint32(len(m.funcTypes)) {
+			typ = m.funcTypes[i]
+		}
+		fn := function{m: m, index: f, locals: uint64(m.paramCount(typ)) + locals, blocks: blocks[:0],
+			off: secOff + r.off - len(fb) + fr.off}
 		check := countSeq(budget, slowFunc)
-		res, err := rewriteBody(fb[fr.off:], check, call, nil, code[:0], lim)
+		res, err := rewriteBody(fb[fr.off:], &fn, check, call, nil, code[:0], lim)
 		if err != nil {
-			return nil, fmt.Errorf("code section: function %d: %w", i, err)
+			return nil, fmt.Errorf("code section: %s: %w", m.funcName(f), err)
 		}
 		var w uint32
 		if res.calls {
@@ -105,12 +113,13 @@ func rewriteCode(sec []byte, m *module, c codeIndices, lim Limits, st *Stats) ([
 			// it runs: on entry, and back before each return and after a
 			// block around its body that every other exit (the end, a
 			// branch to the function's label) leaves.
-			typ := m.funcTypes[i]
-			w = uint32(1 + (uint64(m.params[typ])+locals)/4 + uint64(len(fb))/4096)
-			if res, err = rewriteBody(fb[fr.off:], check, call, depthExit(c, w), code[:0], lim); err != nil {
-				return nil, fmt.Errorf("code section: function %d: %w", i, err)
+			w = uint32(1 + fn.locals/4 + uint64(len(fb))/4096)
+			fn.checked = true
+			if res, err = rewriteBody(fb[fr.off:], &fn, check, call, depthExit(c, w), code[:0], lim); err != nil {
+				return nil, fmt.Errorf("code section: %s: %w", m.funcName(f), err)
 			}
 		}
+		blocks = fn.blocks
 		code = res.code
 		st.MaxNesting = max(st.MaxNesting, res.nesting)
 		st.MaxBrTable = max(st.MaxBrTable, res.brTable)
@@ -119,13 +128,13 @@ func rewriteCode(sec []byte, m *module, c codeIndices, lim Limits, st *Stats) ([
 		st.CodeBytes += len(fb)
 		cost := int64(len(fb)) + BlockCost*int64(res.blocks+res.targets) + res.depthCost
 		if cost > lim.FunctionCost {
-			return nil, fmt.Errorf("code section: function %d would cost %d to compile (%d bytes, %d blocks, %d br_table targets); at most %d is allowed",
-				i, cost, len(fb), res.blocks, res.targets, lim.FunctionCost)
+			return nil, limitf("code section: %s would cost %d to compile (%d bytes, %d blocks, %d br_table targets); at most %d is allowed",
+				m.funcName(f), cost, len(fb), res.blocks, res.targets, lim.FunctionCost)
 		}
 		st.MaxFunctionCost = max(st.MaxFunctionCost, cost)
 		if st.Cost += cost; st.Cost > lim.ModuleCost {
-			return nil, fmt.Errorf("code section: the functions up to %d would cost more than %d to compile (%d bytes of code, %d blocks, %d br_table targets so far)",
-				i, lim.ModuleCost, st.CodeBytes, st.Blocks, st.BrTableTargets)
+			return nil, limitf("code section: the functions up to %d would cost more than %d to compile (%d bytes of code, %d blocks, %d br_table targets so far)",
+				f, lim.ModuleCost, st.CodeBytes, st.Blocks, st.BrTableTargets)
 		}
 		st.Functions++
 		st.Loops += res.loops
@@ -134,12 +143,9 @@ func rewriteCode(sec []byte, m *module, c codeIndices, lim Limits, st *Stats) ([
 		if res.calls {
 			body = append(body, check...)
 			st.Entries++
-			if len(code) == 0 || code[len(code)-1] != 0x0B {
-				return nil, fmt.Errorf("code section: function %d does not end with end", i)
-			}
 			body = append(body, depthEntry(c, w, lim.StackUnits)...)
 			body = append(body, 0x02)
-			body = appendBlockType(body, m.results[m.funcTypes[i]], c.firstBlockType, st)
+			body = appendBlockType(body, m.resultTypes(typ), c.firstBlockType, st)
 			body = append(body, code...) // its end closes the block
 			body = append(body, depthExit(c, w)...)
 			body = append(body, 0x0B)
@@ -150,9 +156,20 @@ func rewriteCode(sec []byte, m *module, c codeIndices, lim Limits, st *Stats) ([
 		out = append(out, body...)
 	}
 	if r.off != len(sec) {
-		return nil, fmt.Errorf("code section: %d bytes after the last function", len(sec)-r.off)
+		m.fail(invalidf("code section: %d bytes after the last function", len(sec)-r.off))
 	}
 	return out, nil
+}
+
+// function is the function whose body rewriteBody reads: what its
+// instructions may index.
+type function struct {
+	m       *module
+	index   uint32
+	off     int    // of its code in the binary, for errors
+	locals  uint64 // parameters and locals
+	blocks  []byte // the opcodes of the blocks open at the instruction (if becomes else after its else)
+	checked bool   // a first pass has checked the body: a second only rewrites it
 }
 
 type bodyResult struct {
@@ -188,60 +205,193 @@ func appendBlockType(b, results []byte, first uint32, st *Stats) []byte {
 
 // rewriteBody copies one function's instructions into out, adding a check
 // after each loop header, redirecting memory.grow and, if beforeReturn is
-// not nil, putting it before each return; it checks the body against lim.
-func rewriteBody(in, check, call, beforeReturn, out []byte, lim Limits) (bodyResult, error) {
+// not nil, putting it before each return. It checks the body against lim,
+// its structure (blocks, else and end) and every index in it against the
+// index spaces of fn's module.
+func rewriteBody(in []byte, fn *function, check, call, beforeReturn, out []byte, lim Limits) (bodyResult, error) {
 	var res bodyResult
 	r := &reader{b: in}
-	depth := 0
+	fn.blocks = fn.blocks[:0]
+	ended := false
 	for r.off < len(in) && r.err == nil {
+		if ended && !fn.checked {
+			fn.fail(invalidf("code after the end of the function, at offset %d", fn.off+r.off))
+		}
 		start := r.off
 		op := r.byte()
-		switch {
-		case op == 0x02 || op == 0x03 || op == 0x04: // block, loop, if
-			if depth++; depth > lim.Nesting {
-				return res, fmt.Errorf("at offset %d: blocks nest more than %d deep", start, lim.Nesting)
+		if op == 0x0E { // br_table: check its size before reading it
+			save := r.off
+			n := r.count()
+			if r.err == nil && int64(n) > int64(lim.BrTableTargets) {
+				return res, limitf("at offset %d: a br_table of %d targets; at most %d are allowed", fn.off+start, n, lim.BrTableTargets)
+			}
+			res.brTable = max(res.brTable, int(n))
+			res.targets += int(n)
+			r.off = save
+		}
+		var o operands
+		if err := readImmediates(r, op, &o); err != nil {
+			return res, fmt.Errorf("at offset %d: %w", fn.off+start, err)
+		}
+		if o.n > 0 && !fn.checked && fn.m.err == nil {
+			if err := fn.checkOperands(op, &o, in[start:r.off]); err != nil {
+				fn.fail(fmt.Errorf("%w, at offset %d", err, fn.off+start))
+			}
+		}
+		switch op {
+		case 0x02, 0x03, 0x04: // block, loop, if
+			fn.blocks = append(fn.blocks, op)
+			depth := len(fn.blocks)
+			if depth > lim.Nesting {
+				return res, limitf("at offset %d: blocks nest more than %d deep", fn.off+start, lim.Nesting)
 			}
 			res.nesting = max(res.nesting, depth)
 			res.blocks++
 			res.depthCost += int64(depth / 16)
-			if op == 0x03 { // loop bt
-				r.blockType()
+			if op == 0x03 {
 				out = append(out, in[start:r.off]...)
 				out = append(out, check...)
 				res.loops++
 				continue
 			}
-		case op == 0x0B:
-			depth--
-		case op == 0x0F && beforeReturn != nil: // return
+		case 0x05: // else
+			if k := len(fn.blocks) - 1; k < 0 || fn.blocks[k] != 0x04 {
+				fn.fail(invalidf("else outside an if, at offset %d", fn.off+start))
+			} else {
+				fn.blocks[k] = 0x05
+			}
+		case 0x0B: // end
+			if len(fn.blocks) == 0 {
+				ended = true
+			} else {
+				fn.blocks = fn.blocks[:len(fn.blocks)-1]
+			}
+		case 0x0F: // return
 			out = append(out, beforeReturn...)
-		case op == 0x0E: // br_table: check its size before skipping it
-			save := r.off
-			n := r.count()
-			if r.err == nil && int64(n) > int64(lim.BrTableTargets) {
-				return res, fmt.Errorf("at offset %d: a br_table of %d targets; at most %d are allowed", start, n, lim.BrTableTargets)
-			}
-			res.brTable = max(res.brTable, int(n))
-			res.targets += int(n)
-			r.off = save
-		case op == 0x40: // memory.grow memidx
-			if m := r.u32(); m != 0 && r.err == nil {
-				return res, fmt.Errorf("memory.grow of memory %d at offset %d: only one memory is supported", m, start)
-			}
+		case 0x40: // memory.grow
 			out = append(out, call...)
 			res.grows++
 			continue
-		case op == 0x10 || op == 0x11:
+		case 0x10, 0x11:
 			res.calls = true
-		}
-		if err := skipImmediates(r, op); err != nil {
-			return res, fmt.Errorf("at offset %d: %w", start, err)
 		}
 		out = append(out, in[start:r.off]...)
 	}
 	if r.err != nil {
 		return res, r.err
 	}
+	if !ended {
+		fn.fail(invalidf("the body does not end with end"))
+	}
 	res.code = out
 	return res, nil
+}
+
+// fail records why the function is invalid (see module.fail).
+func (fn *function) fail(err error) {
+	if !fn.checked && fn.m.err == nil {
+		fn.m.fail(fmt.Errorf("code section: %s: %w", fn.m.funcName(fn.index), err))
+	}
+}
+
+// checkOperands checks the indices of one instruction (op, whose bytes are
+// instr) against the index spaces of the module as it is, before the
+// rewrite adds to them.
+func (fn *function) checkOperands(op byte, o *operands, instr []byte) error {
+	m := fn.m
+	for k := range o.n {
+		i := o.index[k]
+		var have uint64
+		switch o.space[k] {
+		case spaceType:
+			have = uint64(len(m.params))
+		case spaceFunc:
+			have = uint64(m.funcs())
+			if op == 0xD2 && i < m.funcs() && !m.declared(i) {
+				return invalidf("ref.func %d: %s is not declared (in an element segment, an export or a global)", i, m.funcName(i))
+			}
+		case spaceTable:
+			have = uint64(len(m.tables))
+		case spaceMemory:
+			if m.memories == 0 {
+				return invalidf("%s, and the module has no memory", instrName(instr))
+			}
+			if i != 0 {
+				return invalidf("%s of memory %d: only memory 0 is supported, as one zero byte", instrName(instr), int32(i))
+			}
+			continue
+		case spaceGlobal:
+			have = uint64(m.globals())
+		case spaceGlobalSet:
+			have = uint64(m.globals())
+			if i < m.globals() && !m.globalMut[i] {
+				return invalidf("global.set %d: global %d is immutable", i, i)
+			}
+		case spaceLocal:
+			have = fn.locals
+		case spaceLabel:
+			// The labels are the open blocks' and the function's.
+			if i > uint32(len(fn.blocks)) {
+				return invalidf("%s %d: no label %d (%s open around it, the function's included)", instrName(instr), i, i, plural(uint64(len(fn.blocks)+1), "block"))
+			}
+			continue
+		case spaceElem:
+			have = uint64(m.elems)
+		case spaceData:
+			if !m.hasDataCount {
+				return invalidf("%s without a data count section", instrName(instr))
+			}
+			have = uint64(m.dataCount)
+		}
+		if uint64(i) >= have {
+			return invalidf("%s: the module has no %s %d (it has %s)", instrName(instr), o.space[k], i, plural(have, o.space[k].String()))
+		}
+	}
+	return nil
+}
+
+// instrName names an instruction with index immediates (instr is its
+// bytes), for an error.
+func instrName(instr []byte) string {
+	op := instr[0]
+	if name, ok := opNames[op]; ok {
+		if op == 0x0C || op == 0x0D || op == 0x0E {
+			return name
+		}
+		r := &reader{b: instr, off: 1}
+		switch op {
+		case 0x02, 0x03, 0x04, 0x3F, 0x40, 0x1C, 0xD0:
+			return name
+		}
+		return fmt.Sprintf("%s %d", name, r.u32())
+	}
+	r := &reader{b: instr, off: 1}
+	sub := r.u32()
+	switch {
+	case op >= 0x28 && op <= 0x3E:
+		return "a load or store"
+	case op == 0xFC && sub >= 8 && sub <= 17:
+		return miscNames[sub-8]
+	case op == 0xFD:
+		return "a v128 load or store"
+	}
+	return fmt.Sprintf("instruction %#x", op)
+}
+
+var opNames = map[byte]string{
+	0x02: "block", 0x03: "loop", 0x04: "if", 0x0C: "br", 0x0D: "br_if", 0x0E: "br_table",
+	0x10: "call", 0x11: "call_indirect", 0x20: "local.get", 0x21: "local.set", 0x22: "local.tee",
+	0x23: "global.get", 0x24: "global.set", 0x25: "table.get", 0x26: "table.set",
+	0x3F: "memory.size", 0x40: "memory.grow", 0xD2: "ref.func",
+}
+
+var miscNames = [...]string{"memory.init", "data.drop", "memory.copy", "memory.fill", "table.init",
+	"elem.drop", "table.copy", "table.grow", "table.size", "table.fill"}
+
+// plural is "n things".
+func plural(n uint64, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return fmt.Sprintf("%d %ss", n, thing)
 }

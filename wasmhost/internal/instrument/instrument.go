@@ -42,7 +42,6 @@ package instrument
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 )
 
@@ -71,12 +70,26 @@ func Rewrite(wasm []byte) ([]byte, Stats, error) { return RewriteWithLimits(wasm
 
 // RewriteWithLimits is Rewrite within lim.
 func RewriteWithLimits(wasm []byte, lim Limits) ([]byte, Stats, error) {
-	var st Stats
+	out, st, invalid, err := rewriteModule(wasm, lim)
+	switch {
+	case err != nil:
+		return nil, st, err
+	case invalid != nil:
+		return nil, st, invalid
+	}
+	return out, st, nil
+}
+
+// rewriteModule is RewriteWithLimits, but for a module that it read through
+// without an error (its framing and limits are sound) yet found invalid, it
+// returns the rewritten module all the same, and why it is invalid apart.
+// The fuzz tests use it to compare with wazero's judgment of the module.
+func rewriteModule(wasm []byte, lim Limits) (out []byte, st Stats, invalid, err error) {
 	if len(wasm) < 8 || string(wasm[:4]) != "\x00asm" {
-		return nil, st, errors.New("not a WebAssembly binary")
+		return nil, st, nil, invalidf("not a WebAssembly binary")
 	}
 	if v := binary.LittleEndian.Uint32(wasm[4:8]); v != 1 {
-		return nil, st, fmt.Errorf("binary format version %d; only version 1 is supported", v)
+		return nil, st, nil, invalidf("binary format version %d; only version 1 is supported", v)
 	}
 	var secs []section
 	r := &reader{b: wasm, off: 8}
@@ -85,25 +98,25 @@ func RewriteWithLimits(wasm []byte, lim Limits) ([]byte, Stats, error) {
 		n := r.u32()
 		body := r.bytes(int(n))
 		if r.err != nil {
-			return nil, st, fmt.Errorf("section %d: %w", id, r.err)
+			return nil, st, nil, fmt.Errorf("section %d: %w", id, r.err)
 		}
 		if id == secCustom && isDWARF(body) {
 			continue
 		}
-		secs = append(secs, section{id: id, body: body})
+		secs = append(secs, section{id: id, body: body, off: r.off - len(body)})
 	}
 	m, secs, err := scan(secs)
 	if err != nil {
-		return nil, st, err
+		return nil, st, nil, err
 	}
 	if len(m.funcTypes) > lim.Functions {
-		return nil, st, fmt.Errorf("the module defines %d functions; at most %d are allowed", len(m.funcTypes), lim.Functions)
+		return nil, st, nil, limitf("the module defines %d functions; at most %d are allowed", len(m.funcTypes), lim.Functions)
 	}
 	if secs, err = capTables(secs, m, lim.TableElements, &st); err != nil {
-		return nil, st, err
+		return nil, st, nil, err
 	}
 
-	g := m.importedGlobals + m.definedGlobals
+	g := m.globals()
 	interrupt, oom, budget, depth, stackHit := g, g+1, g+2, g+3, g+4
 	nfuncs := m.importedFuncs + uint32(len(m.funcTypes))
 	slowFunc, growFunc := nfuncs, nfuncs+1
@@ -113,15 +126,12 @@ func RewriteWithLimits(wasm []byte, lim Limits) ([]byte, Stats, error) {
 		if s.id != secCode {
 			continue
 		}
-		body, err := rewriteCode(s.body, m, codeIndices{budget: budget, slow: slowFunc, grow: growFunc, depth: depth, stackHit: stackHit,
+		body, err := rewriteCode(s.body, s.off, m, codeIndices{budget: budget, slow: slowFunc, grow: growFunc, depth: depth, stackHit: stackHit,
 			firstBlockType: typeVoid + 2}, lim, &st)
 		if err != nil {
-			return nil, st, err
+			return nil, st, nil, err
 		}
 		secs[i].body = body
-	}
-	if st.MemoryGrow > 0 && !m.hasMemory {
-		return nil, st, errors.New("memory.grow in a module without a memory")
 	}
 
 	if m.hasStart {
@@ -198,14 +208,14 @@ func RewriteWithLimits(wasm []byte, lim Limits) ([]byte, Stats, error) {
 		}, nadd)
 	})
 
-	out := make([]byte, 0, len(wasm)+len(wasm)/4+64)
+	out = make([]byte, 0, len(wasm)+len(wasm)/4+64)
 	out = append(out, wasm[:8]...)
 	for _, s := range secs {
 		out = append(out, s.id)
 		out = appendU32(out, uint32(len(s.body)))
 		out = append(out, s.body...)
 	}
-	return out, st, nil
+	return out, st, m.err, nil
 }
 
 // capTables refuses tables whose declared minimums sum to more than
@@ -220,13 +230,13 @@ func capTables(secs []section, m *module, limit uint32, st *Stats) ([]section, e
 	var mins uint64
 	for i, t := range m.tables {
 		if t.hasMax && t.max < t.min {
-			return nil, fmt.Errorf("table %d: maximum %d is below its minimum %d", i, t.max, t.min)
+			m.fail(invalidf("table %d: maximum %d is below its minimum %d", i, t.max, t.min))
 		}
 		mins += uint64(t.min)
 	}
 	st.TableElements = mins
 	if mins > uint64(limit) {
-		return nil, fmt.Errorf("the module's tables declare %d elements at least; at most %d are allowed", mins, limit)
+		return nil, limitf("the module's tables declare %d elements at least; at most %d are allowed", mins, limit)
 	}
 	share := (uint64(limit) - mins) / uint64(len(m.tables))
 	body := appendU32(nil, uint32(len(m.tables)))
