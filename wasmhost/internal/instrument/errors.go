@@ -6,7 +6,8 @@ import (
 )
 
 // The classes of Rewrite's refusals; errors.Is tells them apart. Every
-// error Rewrite returns is of one of them.
+// error Rewrite returns is of one of them, unless the rewrite failed its
+// own check (see verify), which would be a defect of the host's.
 var (
 	// ErrInvalid: the binary is not a valid module (it does not decode, or
 	// an index is out of range of the module, or its structure is wrong).
@@ -20,6 +21,10 @@ var (
 	ErrUnsupported = errors.New("unsupported module")
 	// ErrLimit: the module is over one of Limits.
 	ErrLimit = errors.New("module over a limit")
+
+	// errRewriteCheck: the rewritten module failed verify, a defect of the
+	// rewrite (the fuzz tests look for one).
+	errRewriteCheck = errors.New("rewrite failed its check")
 )
 
 // refusal is an error of one of the classes, whose text is the message
@@ -44,7 +49,8 @@ func limitf(format string, a ...any) error {
 	return &refusal{ErrLimit, fmt.Sprintf(format, a...)}
 }
 
-// classified reports whether err is of one of the classes.
+// classified reports whether err is of one of the classes a module may
+// earn (not a defect of the rewrite).
 func classified(err error) bool {
 	return errors.Is(err, ErrInvalid) || errors.Is(err, ErrUnsupported) || errors.Is(err, ErrLimit)
 }

@@ -77,6 +77,9 @@ func RewriteWithLimits(wasm []byte, lim Limits) ([]byte, Stats, error) {
 	case invalid != nil:
 		return nil, st, invalid
 	}
+	if err := verify(wasm, out); err != nil {
+		return nil, st, &refusal{errRewriteCheck, "the host's rewrite of the module failed its own check, a defect of the host: " + err.Error()}
+	}
 	return out, st, nil
 }
 

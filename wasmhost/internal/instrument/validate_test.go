@@ -206,6 +206,9 @@ func TestUndeclaredGlobalsAreRefused(t *testing.T) {
 			if err := wazeroErr(rt, out); err != nil {
 				t.Errorf("the unchecked rewrite is not the valid module the issue describes: %v", err)
 			}
+			if err := verify(wasm, out); err == nil || !strings.Contains(err.Error(), "global.set of global 0: the original has 0") {
+				t.Errorf("verify of the unchecked rewrite: %v; want the guest's global.set 0 caught", err)
+			}
 		})
 	}
 }
