@@ -214,35 +214,6 @@ func TestRefuses(t *testing.T) {
 	}
 }
 
-// FuzzRewrite checks that Rewrite never panics, that what it accepts wazero
-// can decode without allocating by absurd lengths (the fuzzer would run out
-// of memory), and that if wazero accepts the original, it accepts the
-// rewritten module too.
-func FuzzRewrite(f *testing.F) {
-	f.Add(testModule(countTo, spin, grow, callSpin))
-	f.Add(wt.Module{Version: 1, Transform: []byte{0x00, 0x0B}, Extra: []wt.Func{spin}, Start: 1}.Build())
-	f.Add(wt.Binary())
-	ctx := context.Background()
-	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter())
-	defer rt.Close(ctx)
-	f.Fuzz(func(t *testing.T, wasm []byte) {
-		out, _, err := Rewrite(wasm)
-		if err != nil {
-			return
-		}
-		orig, origErr := rt.CompileModule(ctx, wasm)
-		if origErr != nil {
-			return
-		}
-		defer orig.Close(ctx)
-		m, err := rt.CompileModule(ctx, out)
-		if err != nil {
-			t.Fatalf("the rewritten module does not compile: %v", err)
-		}
-		m.Close(ctx)
-	})
-}
-
 // The call-stack count returns to zero whatever way a function that makes
 // calls exits (its end, a return, a br_if to its label) and whatever its
 // results (one, or several through an added block type): 400,000 calls
