@@ -2,7 +2,9 @@ package instrument
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -132,14 +134,34 @@ func (m *module) utf8Name(r *reader, what string) string {
 // debug name if it has one.
 func (m *module) funcName(f uint32) string {
 	for _, e := range m.exports {
-		if e.index == f {
-			return fmt.Sprintf("function %d (%s)", f, e.name)
+		if e.index == f && e.name != "" {
+			return fmt.Sprintf("function %d (%s)", f, printable(e.name))
 		}
 	}
 	if name := debugName(m.names, f); name != "" {
-		return fmt.Sprintf("function %d (%s)", f, name)
+		return fmt.Sprintf("function %d (%s)", f, printable(name))
 	}
 	return fmt.Sprintf("function %d", f)
+}
+
+// printable is a name the module chose, as an error shows it: as it is if
+// it is short and printable, else quoted and cut, so that it cannot break
+// the line or fake the rest of the message.
+func printable(name string) string {
+	const max = 64
+	plain := len(name) <= max
+	for _, c := range name {
+		if !unicode.IsPrint(c) || c == '"' || c == '(' || c == ')' {
+			plain = false
+		}
+	}
+	if plain {
+		return name
+	}
+	if len(name) > max {
+		name = name[:max] + "…"
+	}
+	return strconv.Quote(name)
 }
 
 // table is a table the module defines.
