@@ -292,3 +292,62 @@ func TestInspectRefusesCompileBombs(t *testing.T) {
 		t.Logf("Inspect of a %d-byte bomb allocated %d bytes", len(bomb), alloc)
 	}
 }
+
+// undeclaredGlobals are the exports of issue 46's three modules that write
+// globals they do not declare, and their function indices.
+var undeclaredGlobals = []struct {
+	export string
+	index  int
+}{{"sluice_abi_version", 0}, {"sluice_init", 2}, {"sluice_transform", 3}}
+
+func init() {
+	for _, tc := range undeclaredGlobals {
+		childScenarios["undeclared-globals-"+tc.export] = func(ctx context.Context) (string, error) {
+			return loadAndCallChild(ctx, wasmtest.UndeclaredGlobals(tc.export), tc.export)
+		}
+	}
+}
+
+// loadAndCallChild loads wasm with a 1 s deadline and, if it loads, calls
+// its export fn with zero arguments on a fresh instance.
+func loadAndCallChild(ctx context.Context, wasm []byte, fn string) (string, error) {
+	r, err := NewRuntime(ctx, Config{Logger: quietLogger})
+	if err != nil {
+		return "", err
+	}
+	defer r.Close(ctx)
+	m, err := r.LoadWithLimits(ctx, "hostile", wasm, Limits{Deadline: time.Second})
+	if err != nil {
+		return fmt.Sprintf("load: %v", err), nil
+	}
+	in, err := m.instantiate(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer in.Close(ctx)
+	f := in.mod.ExportedFunction(fn)
+	_, err = in.call(ctx, f, fn, make([]uint64, len(f.Definition().ParamTypes()))...)
+	return fmt.Sprintf("loaded; %s: %v", fn, err), nil
+}
+
+// A module that writes globals it does not declare, in a loop, is refused
+// at load, naming the function and the global. Instrumented, it would
+// overwrite the interrupt flag and the countdown the rewrite appends at
+// those indices, and run past every deadline, in compiled code the Go
+// runtime cannot preempt: the next garbage collection would wait for it,
+// and every goroutine of the process with it. Each module runs in a child
+// process, so that only the child would freeze (and be killed after
+// childDeadline).
+func TestUndeclaredGlobalsAreRefusedAtLoad(t *testing.T) {
+	for _, tc := range undeclaredGlobals {
+		t.Run(tc.export, func(t *testing.T) {
+			res := mustRunChild(t, "undeclared-globals-"+tc.export)
+			want := fmt.Sprintf("load: module hostile: code section: function %d (%s): global.set 0: the module has no global 0 (it has 0 globals), at offset ",
+				tc.index, tc.export)
+			if !strings.HasPrefix(res.result, want) {
+				t.Fatalf("%s; want %s…", res.result, want)
+			}
+			t.Logf("peak RSS %.0f MB: %s", res.peakMB, res.result)
+		})
+	}
+}
