@@ -10,8 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tetratelabs/wazero"
+
 	"github.com/sluicehq/sluice/internal/wasmbuild"
 	"github.com/sluicehq/sluice/wasmhost/internal/instrument"
+	"github.com/sluicehq/sluice/wasmhost/internal/wasmtest"
 )
 
 // upperBatch is n records of 80 bytes of mixed-case text.
@@ -335,7 +338,9 @@ func BenchmarkLoadWarmCache(b *testing.B) {
 }
 
 // BenchmarkRewrite is the instrumentation of a 2.9 MB Go guest, done once
-// per Load: 11–14 ms, +2% size.
+// per Load, +2% size: 11–14 ms before the checks of the module before it
+// and of the rewrite after it, about 20 ms more with them (see
+// BenchmarkLoadChecks).
 func BenchmarkRewrite(b *testing.B) {
 	wasm := moduleWasm(b, "examples/log-normalize")
 	b.SetBytes(int64(len(wasm)))
@@ -344,5 +349,75 @@ func BenchmarkRewrite(b *testing.B) {
 		if _, _, err := instrument.Rewrite(wasm); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkLoadChecks is what a Load spends checking a module, on the 3 MB
+// Go guest and the 160 KB C one, in CPU time: the rewrite (which checks
+// every index of the module before and verifies the rewritten module
+// after), a load from a warm compilation cache (the rewrite and the
+// cached compile, in which wazero validates the rewritten module), and,
+// for comparison, what wazero's interpreter takes to validate the
+// original as well, which the host does not do: see
+// docs/adr/0002-batch-deadline.md.
+func BenchmarkLoadChecks(b *testing.B) {
+	ctx := context.Background()
+	for _, mod := range []struct {
+		name string
+		wasm func(testing.TB) []byte
+	}{
+		{"go", func(tb testing.TB) []byte { return moduleWasm(tb, "examples/log-normalize") }},
+		{"c", func(tb testing.TB) []byte { return cModuleWasm(tb, logNormalizeC) }},
+		// Within the structure limits, 30 MB of straight code: it compiles
+		// in about 9 s (204 MB peak RSS); its load is not measured here.
+		{"straight-30MB", func(testing.TB) []byte { return wasmtest.Funcs(60, wasmtest.StraightCode(500<<10)) }},
+	} {
+		wasm := mod.wasm(b)
+		cpuPerOp := func(b *testing.B, op func()) {
+			b.ReportAllocs()
+			cpu0 := cpuTime()
+			for b.Loop() {
+				op()
+			}
+			if cpu := cpuTime() - cpu0; cpu0 > 0 {
+				b.ReportMetric(float64(cpu.Microseconds())/1000/float64(b.N), "cpu-ms/op")
+			}
+		}
+		b.Run(mod.name+"/rewrite", func(b *testing.B) {
+			cpuPerOp(b, func() {
+				if _, _, err := instrument.Rewrite(wasm); err != nil {
+					b.Fatal(err)
+				}
+			})
+		})
+		b.Run(mod.name+"/load-warm-cache", func(b *testing.B) {
+			if strings.HasPrefix(mod.name, "straight") {
+				b.Skip("compiles for seconds")
+			}
+			dir := b.TempDir()
+			load := func() {
+				r, err := NewRuntime(ctx, Config{CacheDir: dir, Logger: quietLogger})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := r.Load(ctx, mod.name, wasm); err != nil {
+					b.Fatal(err)
+				}
+				r.Close(ctx)
+			}
+			load()
+			cpuPerOp(b, load)
+		})
+		b.Run(mod.name+"/wazero-interpreter-validates-original", func(b *testing.B) {
+			rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter())
+			defer rt.Close(ctx)
+			cpuPerOp(b, func() {
+				code, err := rt.CompileModule(ctx, wasm)
+				if err != nil {
+					b.Fatal(err)
+				}
+				code.Close(ctx)
+			})
+		})
 	}
 }
