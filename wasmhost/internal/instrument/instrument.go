@@ -108,12 +108,9 @@ func rewriteModule(wasm []byte, lim Limits) (out []byte, st Stats, invalid, err 
 		}
 		secs = append(secs, section{id: id, body: body, off: r.off - len(body)})
 	}
-	m, secs, err := scan(secs)
+	m, secs, err := scan(secs, lim)
 	if err != nil {
 		return nil, st, nil, err
-	}
-	if len(m.funcTypes) > lim.Functions {
-		return nil, st, nil, limitf("the module defines %d functions; at most %d are allowed", len(m.funcTypes), lim.Functions)
 	}
 	if secs, err = capTables(secs, m, lim.TableElements, &st); err != nil {
 		return nil, st, nil, err

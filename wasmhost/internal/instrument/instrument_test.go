@@ -1,7 +1,9 @@
 package instrument
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"runtime"
 	"strings"
 	"testing"
@@ -273,5 +275,64 @@ func TestStackBoundTraps(t *testing.T) {
 	_, err = mod.ExportedFunction("rec").Call(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "unreachable") || mod.ExportedGlobal(StackGlobal).Get() != 1 {
 		t.Fatalf("endless recursion: %v, %s = %d; want unreachable and 1", err, StackGlobal, mod.ExportedGlobal(StackGlobal).Get())
+	}
+}
+
+// A module declaring more entries of a kind than Limits allow is refused,
+// naming the limit.
+func TestRefusesModulesOverCountLimits(t *testing.T) {
+	lim := DefaultLimits
+	lim.Types, lim.Imports, lim.Globals, lim.Exports = 2, 2, 2, 2
+	lim.ElementSegments, lim.ElementItems, lim.DataSegments, lim.Functions = 2, 2, 2, 2
+	void := wt.FuncType(nil, nil)
+	imp := append(append(wt.Name("m"), wt.Name("f")...), 0x00, 0x00)
+	glob := []byte{wt.I32, 0x00, 0x41, 0x00, 0x0B}
+	exp := append(wt.Name("x"), 0x00, 0x00)
+	passive := []byte{0x01, 0x00, 0x00} // passive, funcref, no items
+	code := wt.Code(wt.NoLocals, 0x0B)
+	three := func(e []byte) []byte { return wt.Vec(e, e, e) }
+	for _, tc := range []struct {
+		name string
+		wasm []byte
+		want string
+	}{
+		{"types", wt.Binary(wt.Section(1, three(void))), "declares 3 types; at most 2"},
+		{"imports", wt.Binary(wt.Section(1, wt.Vec(void)), wt.Section(2, three(imp))), "declares 3 imports; at most 2"},
+		{"functions", wt.Binary(wt.Section(1, wt.Vec(void)), wt.Section(3, three(wt.U32(0))), wt.Section(10, three(code))),
+			"defines 3 functions; at most 2"},
+		{"globals", wt.Binary(wt.Section(6, three(glob))), "declares 3 globals; at most 2"},
+		{"exports", wt.Binary(wt.Section(1, wt.Vec(void)), wt.Section(3, wt.Vec(wt.U32(0))),
+			wt.Section(7, wt.Vec(exp, append(wt.Name("y"), 0x00, 0x00), append(wt.Name("z"), 0x00, 0x00))), wt.Section(10, wt.Vec(code))),
+			"declares 3 exports; at most 2"},
+		{"element segments", wt.Binary(wt.Section(9, three(passive))), "declares 3 element segments; at most 2"},
+		{"element items", wt.Binary(wt.Section(1, wt.Vec(void)), wt.Section(3, wt.Vec(wt.U32(0))),
+			wt.Section(9, wt.Vec([]byte{0x01, 0x00, 0x03, 0x00, 0x00, 0x00})), wt.Section(10, wt.Vec(code))),
+			"hold more than 2 items; at most 2"},
+		{"data segments", wt.Binary(wt.Section(11, three([]byte{0x01, 0x00}))), "declares 3 data segments; at most 2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := RewriteWithLimits(tc.wasm, lim)
+			if !errors.Is(err, ErrLimit) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want ErrLimit saying %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// A few MB of minimal types cost wazero's decoder about 480 bytes each, and
+// cost the rewrite's own decoding too: 9 MB of them made Rewrite allocate
+// 1.6 GB (and wazero 1.45 GB) before Limits.Types. Refused now, cheaply.
+func TestTypeBombIsRefusedCheaply(t *testing.T) {
+	const n = 3_000_000
+	wasm := wt.Binary(wt.Section(1, append(wt.U32(n), bytes.Repeat([]byte{0x60, 0x00, 0x00}, n)...)))
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, _, err := Rewrite(wasm)
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, ErrLimit) {
+		t.Fatalf("err = %v, want ErrLimit", err)
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 1<<20 {
+		t.Errorf("refusing a %d-byte module allocated %d bytes", len(wasm), alloc)
 	}
 }

@@ -38,6 +38,14 @@ type Limits struct {
 	// in units of about 64 bytes of wazero's stack) while it runs, and a
 	// call that would pass StackUnits traps (setting StackGlobal).
 	StackUnits uint32
+	// Types, Imports, Globals, Exports, ElementSegments, ElementItems (of
+	// all element segments) and DataSegments bound how many of each a
+	// module declares: wazero's decoder keeps a structure for each, from
+	// about 50 bytes (a data segment) to about 480 (a type), so that a
+	// module of a few MB of minimal entries would cost it gigabytes.
+	Types, Imports, Globals, Exports int
+	ElementSegments, ElementItems    int
+	DataSegments                     int
 }
 
 // BlockCost is what a block, loop, if or br_table target adds to the
@@ -58,6 +66,17 @@ var DefaultLimits = Limits{
 	FunctionCost:   2_000_000,
 	ModuleCost:     32_000_000,
 	StackUnits:     1 << 16,
+
+	// The Go guest: 15 types, 17 imports, 8 globals, 6 exports, 1 element
+	// segment of 1,930 items, 33,273 data segments. At the limits, wazero
+	// holds at most about 75 MB for any of them.
+	Types:           100_000,
+	Imports:         10_000,
+	Globals:         100_000,
+	Exports:         100_000,
+	ElementSegments: 100_000,
+	ElementItems:    1 << 20,
+	DataSegments:    1_000_000,
 }
 
 // Stats says what Rewrite changed.

@@ -179,7 +179,7 @@ const maxPages = 1 << 16
 // length before wazero allocates by it, and every index against the index
 // space it is in, as this module defines it: the rewrite appends to those
 // spaces, and an index past their ends would reach what it adds.
-func scan(secs []section) (*module, []section, error) {
+func scan(secs []section, lim Limits) (*module, []section, error) {
 	m := &module{}
 	kept := secs[:0]
 	last := 0
@@ -213,6 +213,9 @@ func scan(secs []section) (*module, []section, error) {
 			continue
 		case secType:
 			n := sr.count()
+			if err := over(n, lim.Types, "types"); err != nil {
+				return nil, nil, err
+			}
 			for i := uint32(0); i < n && sr.err == nil; i++ {
 				if f := sr.byte(); f != 0x60 && sr.err == nil {
 					sr.off--
@@ -237,6 +240,9 @@ func scan(secs []section) (*module, []section, error) {
 			}
 		case secImport:
 			n := sr.count()
+			if err := over(n, lim.Imports, "imports"); err != nil {
+				return nil, nil, err
+			}
 			for i := uint32(0); i < n && sr.err == nil; i++ {
 				m.utf8Name(sr, "import")
 				m.utf8Name(sr, "import")
@@ -265,6 +271,9 @@ func scan(secs []section) (*module, []section, error) {
 			}
 		case secFunction:
 			n := sr.count()
+			if n > uint32(lim.Functions) {
+				return nil, nil, limitf("the module defines %d functions; at most %d are allowed", n, lim.Functions)
+			}
 			for i := uint32(0); i < n && sr.err == nil; i++ {
 				t := sr.u32()
 				if sr.err == nil && t >= uint32(len(m.params)) {
@@ -310,12 +319,18 @@ func scan(secs []section) (*module, []section, error) {
 			}
 		case secGlobal:
 			n := sr.count()
+			if err := over(n, lim.Globals, "globals"); err != nil {
+				return nil, nil, err
+			}
 			for i := uint32(0); i < n && sr.err == nil; i++ {
 				m.globalMut = append(m.globalMut, sr.globalType())
 				m.constExpr(sr, m.importedGlobals)
 			}
 		case secExport:
 			n := sr.count()
+			if err := over(n, lim.Exports, "exports"); err != nil {
+				return nil, nil, err
+			}
 			seen := make(map[string]bool, n)
 			for i := uint32(0); i < n && sr.err == nil; i++ {
 				name := m.utf8Name(sr, "export")
@@ -356,9 +371,15 @@ func scan(secs []section) (*module, []section, error) {
 				}
 			}
 		case secElement:
-			m.elems = m.elements(sr)
+			var err error
+			if m.elems, err = m.elements(sr, lim); err != nil {
+				return nil, nil, err
+			}
 		case secData:
 			datas = sr.count()
+			if err := over(datas, lim.DataSegments, "data segments"); err != nil {
+				return nil, nil, err
+			}
 			for i := uint32(0); i < datas && sr.err == nil; i++ {
 				switch flags := sr.u32(); flags {
 				case 0:
@@ -414,13 +435,17 @@ func (m *module) needMemory(what string) {
 
 // elements reads an element section, checking its vector lengths and
 // indices, and returns its segment count.
-func (m *module) elements(r *reader) uint32 {
+func (m *module) elements(r *reader, lim Limits) (uint32, error) {
 	n := r.count()
+	if err := over(n, lim.ElementSegments, "element segments"); err != nil {
+		return 0, err
+	}
+	var total uint64
 	for i := uint32(0); i < n && r.err == nil; i++ {
 		flags := r.u32()
 		if flags > 7 {
 			r.fail(fmt.Sprintf("element segment flags %d", flags))
-			return 0
+			return 0, nil
 		}
 		if flags&1 == 0 { // active: [table index,] offset expression
 			t := uint32(0)
@@ -441,6 +466,9 @@ func (m *module) elements(r *reader) uint32 {
 			}
 		}
 		items := r.count()
+		if total += uint64(items); total > uint64(lim.ElementItems) {
+			return 0, limitf("the module's element segments hold more than %d items; at most %d are allowed", lim.ElementItems, lim.ElementItems)
+		}
 		for j := uint32(0); j < items && r.err == nil; j++ {
 			if flags&4 != 0 {
 				m.constExpr(r, m.globals())
@@ -455,7 +483,15 @@ func (m *module) elements(r *reader) uint32 {
 			}
 		}
 	}
-	return n
+	return n, nil
+}
+
+// over is the refusal of n entries of a kind past limit, nil within it.
+func over(n uint32, limit int, what string) error {
+	if int64(n) > int64(limit) {
+		return limitf("the module declares %d %s; at most %d are allowed", n, what, limit)
+	}
+	return nil
 }
 
 // constExpr reads a constant expression up to its end, checking that it
